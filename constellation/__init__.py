@@ -1,0 +1,1 @@
+"""constellation: demand-driven stages (GenStage's model) on ensemble processes."""

@@ -1,0 +1,1 @@
+"""fusee: embeddable durable execution on a group-committed journal, built on ensemble."""
