@@ -1,0 +1,84 @@
+"""A process's life states and how events move it between them.
+
+The model is Erlang's ``erlang:hibernate/3`` (Erlang/OTP ``erlang`` module
+documentation): a hibernating process holds no stack and is woken by the
+next message or signal, which restarts it in a fresh call. Here the stack is
+a greenlet: a HIBERNATED process has none, a PASSIVATED one has furthermore
+had its state set aside by the runtime; mail or a signal wakes either one
+into RUNNING (the runtime then starts one new greenlet). Exiting is
+possible from every live state, and DEAD is final.
+
+Transitions (any pair not listed leaves the state unchanged, including
+unknown states and events)::
+
+    RUNNING    + HIBERNATE     -> HIBERNATED
+    RUNNING    + EXIT          -> DEAD
+    HIBERNATED + MAIL | SIGNAL -> RUNNING      (a wake)
+    HIBERNATED + PASSIVATE     -> PASSIVATED
+    HIBERNATED + EXIT          -> DEAD
+    PASSIVATED + MAIL | SIGNAL -> RUNNING      (a wake)
+    PASSIVATED + EXIT          -> DEAD
+
+Because a wake leaves the process RUNNING, a burst of mail wakes it once:
+between two HIBERNATE events there is at most one wake.
+
+States and events are strings; they must be hashable.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "RUNNING",
+    "HIBERNATED",
+    "PASSIVATED",
+    "DEAD",
+    "STATES",
+    "HIBERNATE",
+    "PASSIVATE",
+    "MAIL",
+    "SIGNAL",
+    "EXIT",
+    "EVENTS",
+    "step",
+    "wakes",
+    "is_alive",
+]
+
+RUNNING: Final = "running"
+HIBERNATED: Final = "hibernated"
+PASSIVATED: Final = "passivated"
+DEAD: Final = "dead"
+STATES: Final = frozenset((RUNNING, HIBERNATED, PASSIVATED, DEAD))
+
+HIBERNATE: Final = "hibernate"
+PASSIVATE: Final = "passivate"
+MAIL: Final = "mail"
+SIGNAL: Final = "signal"
+EXIT: Final = "exit"
+EVENTS: Final = frozenset((HIBERNATE, PASSIVATE, MAIL, SIGNAL, EXIT))
+
+_EMPTY: Final[dict[str, str]] = {}
+_NEXT: Final[dict[str, dict[str, str]]] = {
+    RUNNING: {HIBERNATE: HIBERNATED, EXIT: DEAD},
+    HIBERNATED: {MAIL: RUNNING, SIGNAL: RUNNING, PASSIVATE: PASSIVATED, EXIT: DEAD},
+    PASSIVATED: {MAIL: RUNNING, SIGNAL: RUNNING, EXIT: DEAD},
+}
+_SLEEPING: Final = frozenset((HIBERNATED, PASSIVATED))
+_WAKERS: Final = frozenset((MAIL, SIGNAL))
+
+
+def step(state: str, event: str) -> str:
+    """The state after ``event`` happens in ``state``; unchanged for any pair not in the table."""
+    return _NEXT.get(state, _EMPTY).get(event, state)
+
+
+def wakes(state: str, event: str) -> bool:
+    """True iff ``event`` moves a HIBERNATED or PASSIVATED process to RUNNING (start one greenlet)."""
+    return event in _WAKERS and state in _SLEEPING
+
+
+def is_alive(state: str) -> bool:
+    """True for every state but DEAD."""
+    return state != DEAD
