@@ -1,0 +1,107 @@
+"""ensemble: Erlang/OTP's process model on gevent.
+
+Processes are greenlets with a pid, a mailbox and Erlang's exit semantics:
+spawn, send, selective receive, links, monitors, exit signals that land
+wherever a process is parked, names, aliases, timers and hibernation.
+Dispatchers place processes on native OS threads, each running its own hub.
+"""
+
+from __future__ import annotations
+
+from . import _logger as _logger  # installs the crash report
+from . import dispatcher as dispatcher
+from ._exceptions import Badarg as Badarg
+from ._exceptions import EnsembleError as EnsembleError
+from ._exceptions import Exit as Exit
+from ._exceptions import ExitSignal as ExitSignal
+from ._info import flush as flush
+from ._info import is_alive as is_alive
+from ._info import node as node
+from ._info import process_info as process_info
+from ._info import processes as processes
+from ._info import self as self
+from ._info import set_state as set_state
+from ._info import state as state
+from ._info import update_state as update_state
+from ._links import demonitor as demonitor
+from ._links import exit as exit
+from ._links import link as link
+from ._links import monitor as monitor
+from ._links import trap_exit as trap_exit
+from ._links import unlink as unlink
+from ._names import alias as alias
+from ._names import register as register
+from ._names import registered as registered
+from ._names import send as send
+from ._names import unalias as unalias
+from ._names import unregister as unregister
+from ._names import whereis as whereis
+from ._process import Pid as Pid
+from ._process import receive as receive
+from ._spawn import exit_reason as exit_reason
+from ._spawn import hibernate as hibernate
+from ._spawn import join as join
+from ._spawn import spawn as spawn
+from ._spawn import spawn_actor as spawn_actor
+from ._spawn import spawn_link as spawn_link
+from ._spawn import spawn_monitor as spawn_monitor
+from ._terms import TIMEOUT as TIMEOUT
+from ._terms import Alias as Alias
+from ._terms import Ref as Ref
+from ._terms import make_ref as make_ref
+from .select import NOMATCH as NOMATCH
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Alias",
+    "Badarg",
+    "EnsembleError",
+    "Exit",
+    "ExitSignal",
+    "NOMATCH",
+    "Pid",
+    "Ref",
+    "TIMEOUT",
+    "alias",
+    "demonitor",
+    "dispatcher",
+    "exit",
+    "exit_reason",
+    "flush",
+    "hibernate",
+    "is_alive",
+    "join",
+    "link",
+    "make_ref",
+    "monitor",
+    "node",
+    "process_info",
+    "processes",
+    "receive",
+    "register",
+    "registered",
+    "self",
+    "send",
+    "set_state",
+    "spawn",
+    "spawn_actor",
+    "spawn_link",
+    "spawn_monitor",
+    "state",
+    "timer",
+    "trap_exit",
+    "unalias",
+    "unlink",
+    "unregister",
+    "update_state",
+    "whereis",
+]
+
+
+def __getattr__(name: str):  # ensemble.timer is imported on first use
+    if name == "timer":
+        import importlib
+
+        return importlib.import_module(".timer", __name__)
+    raise AttributeError(f"module 'ensemble' has no attribute {name!r}")

@@ -1,0 +1,128 @@
+"""The running process and introspection: self, receive, state, process_info, flush."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+from . import _process as P
+from ._exceptions import Badarg
+from ._terms import NODE
+
+__all__ = [
+    "self",
+    "node",
+    "state",
+    "set_state",
+    "update_state",
+    "process_info",
+    "processes",
+    "is_alive",
+    "flush",
+]
+
+_MISSING = object()
+
+
+def self() -> P.Pid:
+    """The running process's pid; a greenlet that is not a process gets one of its own."""
+    return P.me()
+
+
+def node() -> str:
+    """The name of this node (``"nonode@nohost"`` until distribution starts one)."""
+    return NODE
+
+
+def state(pid: P.Pid | None = None) -> Any:
+    """The running process's state, or ``pid``'s (like sys:get_state/1)."""
+    if pid is None:
+        return P.me().state
+    if type(pid) is not P.Pid or pid.reason is not P.ALIVE:
+        raise Badarg(f"no such process: {pid!r}")
+    return pid.state
+
+
+def set_state(value: Any) -> Any:
+    """Replace the running process's state; returns it."""
+    P.me().state = value
+    return value
+
+
+def update_state(fn: Callable[..., Any], *args: Any) -> Any:
+    """Set the running process's state to ``fn(state, *args)``; returns the new state."""
+    p = P.me()
+    p.state = value = fn(p.state, *args)
+    return value
+
+
+def is_alive(pid: P.Pid) -> bool:
+    """True while ``pid`` has not exited and no exit signal has doomed it."""
+    if type(pid) is not P.Pid:
+        raise Badarg(f"not a pid: {pid!r}")
+    return pid.reason is P.ALIVE and pid.dying is P.ALIVE
+
+
+def processes() -> list[P.Pid]:
+    """The live processes of this node, oldest first."""
+    return sorted(P.TABLE.values(), key=lambda p: p.id)
+
+
+def _status(p: P.Pid) -> str:
+    if p.life is not P.RUNNING:
+        return "hibernating"
+    if p._park:
+        return "waiting"
+    return "running"
+
+
+_INFO: dict[str, Callable[[P.Pid], Any]] = {
+    "registered_name": lambda p: p.name,
+    "status": _status,
+    "message_queue_len": lambda p: len(p.mailbox),
+    "messages": lambda p: list(p.mailbox),
+    "links": lambda p: sorted(p.links or ()),
+    "monitors": lambda p: [("process", shown) for (_t, shown) in list((p.monitors or {}).values())],
+    "monitored_by": lambda p: [w for (w, _s) in list((p.watchers or {}).values())],
+    "trap_exit": lambda p: p.trap,
+    "initial_call": lambda p: p.initial_call,
+    "ancestors": lambda p: list(p.ancestors),
+    "dispatcher": lambda p: p.dispatcher,
+}
+
+#: The keys process_info answers, in the order the full answer lists them.
+INFO_KEYS = tuple(_INFO)
+
+
+def process_info(pid: P.Pid, key: str | None = None) -> Any:
+    """Facts about a live process: a dict of every key, or the value of one.
+
+    Keys: ``registered_name`` (None if none), ``status`` (``running``,
+    ``waiting``, ``hibernating``), ``message_queue_len``, ``messages``,
+    ``links``, ``monitors`` (``("process", pid_or_(name, node))`` each),
+    ``monitored_by``, ``trap_exit``, ``initial_call`` (``(module, qualname,
+    arity)``), ``ancestors``, ``dispatcher``.  None for a process that has
+    exited; :class:`Badarg` for an unknown key or a non-pid.
+    """
+    if type(pid) is not P.Pid:
+        raise Badarg(f"process_info needs a pid, not {pid!r}")
+    if key is not None and key not in _INFO:
+        raise Badarg(f"unknown process_info key {key!r}; known: {', '.join(INFO_KEYS)}")
+    with P.LOCK:
+        if pid.reason is not P.ALIVE:
+            return None
+        if key is not None:
+            return _INFO[key](pid)
+        return {k: f(pid) for k, f in _INFO.items()}
+
+
+def flush() -> list[Any]:
+    """Print and remove every message waiting for the shell; returns them (shell's flush/0)."""
+    p = P.me()
+    taken = []
+    mailbox = p.mailbox
+    while mailbox:
+        m = mailbox.popleft()
+        taken.append(m)
+        print(f"Shell got {m!r}", file=sys.stdout)
+    return taken

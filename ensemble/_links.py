@@ -1,0 +1,155 @@
+"""Exit signals, links and monitors: exit/1, exit/2, link, unlink, trap_exit, monitor, demonitor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _process as P
+from ._exceptions import Badarg, Exit
+from ._terms import NODE, Ref, make_ref
+from .signal import EXIT
+
+__all__ = ["exit", "link", "unlink", "trap_exit", "monitor", "demonitor"]
+
+_MISSING = object()
+
+
+def exit(pid_or_reason: Any, reason: Any = _MISSING) -> Any:
+    """``exit(reason)`` ends the running process; ``exit(pid, reason)`` sends an exit signal.
+
+    With one argument (exit/1) raises :class:`Exit`, which the process may
+    catch.  With two (exit/2) returns True after sending a signal: ``"kill"``
+    cannot be trapped and the target dies with ``"killed"``; a trapping target
+    gets ``("EXIT", from, reason)``; any other target dies of any reason but
+    ``"normal"`` (``exit(self(), "normal")`` kills yourself).
+    """
+    if reason is _MISSING:
+        raise Exit(pid_or_reason)
+    target = pid_or_reason
+    if type(target) is not P.Pid:
+        raise Badarg(f"exit/2 needs a pid, not {target!r}")
+    sender = P.me()
+    with P.LOCK:
+        P.signal_locked(target, EXIT, reason, sender)
+    P.flush_settled()
+    if sender.dying is not P.ALIVE:
+        P.raise_doom(sender)
+    return True
+
+
+def trap_exit(flag: bool = True) -> bool:
+    """Set the running process's trap_exit flag; returns the previous one."""
+    p = P.me()
+    old = p.trap
+    p.trap = bool(flag)
+    return old
+
+
+def link(pid: Any) -> bool:
+    """Link the running process and ``pid`` (bidirectional, idempotent); returns True.
+
+    Linking to a process that has exited makes the caller get an exit signal
+    with reason ``"noproc"`` at once: it dies, or gets ``("EXIT", pid,
+    "noproc")`` if it traps exits.
+    """
+    if type(pid) is not P.Pid:
+        raise Badarg(f"link needs a pid, not {pid!r}")
+    me = P.me()
+    if pid is me:
+        return True
+    with P.LOCK:
+        if pid.reason is not P.ALIVE:
+            P.signal_locked(me, EXIT, "noproc", pid)
+        else:
+            me.links.add(pid)
+            pid.links.add(me)
+    P.flush_settled()
+    if me.dying is not P.ALIVE:
+        P.raise_doom(me)
+    return True
+
+
+def unlink(pid: Any) -> bool:
+    """Remove the link between the running process and ``pid``; returns True.
+
+    A link signal from ``pid`` not yet acted on is dropped: once unlink has
+    returned, the link has no further effect on the caller.  An ``("EXIT",
+    ...)`` message already in the mailbox stays there, as in Erlang.
+    """
+    if type(pid) is not P.Pid:
+        raise Badarg(f"unlink needs a pid, not {pid!r}")
+    me = P.me()
+    with P.LOCK:
+        if me.links is not None:
+            me.links.discard(pid)
+        if pid.links is not None:
+            pid.links.discard(me)
+    return True
+
+
+def _resolve_monitored(target: Any) -> tuple[Any, Any]:
+    """Under LOCK: (process or None, what the DOWN message shows for it)."""
+    if type(target) is P.Pid:
+        return target, target
+    if type(target) is str:
+        return P.NAMES.get(target), (target, NODE)
+    if type(target) is tuple and len(target) == 2 and type(target[0]) is str:
+        name, node = target
+        if node == NODE:
+            return P.NAMES.get(name), (name, node)
+        return None, (name, node)
+    raise Badarg(f"monitor needs a pid, a name or (name, node), not {target!r}")
+
+
+def monitor(target: Any) -> Ref:
+    """Monitor a pid, a registered name or ``(name, node)``; returns the monitor's ref.
+
+    When the target exits the caller gets ``("DOWN", ref, "process", obj,
+    reason)``, where ``obj`` is the pid, or ``(name, node)`` for a monitor by
+    name.  A dead or unknown target gives a ``"noproc"`` DOWN at once.  Every
+    call makes a new monitor.
+    """
+    me = P.me()
+    ref = make_ref()
+    with P.LOCK:
+        proc, shown = _resolve_monitored(target)
+        if proc is None or proc.reason is not P.ALIVE:
+            reason = "noproc" if (type(shown) is not tuple or shown[1] == NODE) else "noconnection"
+            P.deliver_locked(me, ("DOWN", ref, "process", shown, reason))
+        else:
+            if proc.watchers is None:
+                proc.watchers = {}
+            proc.watchers[ref] = (me, shown)
+            if me.monitors is None:
+                me.monitors = {}
+            me.monitors[ref] = (proc, shown)
+    return ref
+
+
+def demonitor(ref: Ref, flush: bool = False) -> bool:
+    """Remove the monitor ``ref``; after this no DOWN for it arrives.  Returns True.
+
+    With ``flush=True`` a DOWN for ``ref`` already in the mailbox is removed too.
+    """
+    if not isinstance(ref, Ref):
+        raise Badarg(f"demonitor needs a ref, not {ref!r}")
+    me = P.me()
+    with P.LOCK:
+        held = me.monitors.pop(ref, None) if me.monitors else None
+        if held is not None:
+            proc = held[0]
+            if proc.watchers is not None:
+                proc.watchers.pop(ref, None)
+    if flush:
+        mailbox = me.mailbox
+        for i, m in enumerate(list(mailbox)):  # only the owner removes: indices hold
+            if (
+                type(m) is tuple
+                and len(m) == 5
+                and m[0] == "DOWN"
+                and type(m[1]) is Ref
+                and m[1] == ref
+            ):
+                del mailbox[i]
+                break
+    return True

@@ -1,0 +1,112 @@
+"""Sending, registered names and aliases."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _process as P
+from ._exceptions import Badarg
+from ._terms import NODE, Alias, new_alias
+
+__all__ = ["send", "register", "unregister", "whereis", "registered", "alias", "unalias"]
+
+
+def send(dest: Any, msg: Any) -> Any:
+    """Send ``msg`` to ``dest`` and return ``msg``; never blocks.
+
+    ``dest`` is a pid, a registered name, ``(name, node)`` or an alias.  A
+    message to a process that has exited, to an inactive alias, or to
+    ``(name, node)`` that names nobody is dropped; a message to a plain name
+    nobody holds raises :class:`Badarg`.
+    """
+    t = type(dest)
+    if t is P.Pid:  # inlined P.deliver: the hot path
+        if dest.reason is P.ALIVE:
+            dest.mailbox.append(msg)
+            if dest._wait:
+                P.wake(dest)
+            elif dest.life is not P.RUNNING:
+                P.wake_hibernating(dest)
+    elif t is str:
+        p = P.NAMES.get(dest)
+        if p is None:
+            raise Badarg(f"no process is registered as {dest!r}")
+        P.deliver(p, msg)
+    elif t is Alias:
+        P.deliver_alias(dest, msg)
+    elif t is tuple and len(dest) == 2 and type(dest[0]) is str:
+        name, node = dest
+        if node == NODE:
+            p = P.NAMES.get(name)
+            if p is not None:
+                P.deliver(p, msg)
+        # another node: no distribution yet, and a remote send never fails
+    else:
+        raise Badarg(f"cannot send to {dest!r}: not a pid, name, (name, node) or alias")
+    return msg
+
+
+def register(name: str, pid: P.Pid) -> bool:
+    """Register ``pid`` under ``name`` (erlang:register/2); returns True.
+
+    Raises :class:`Badarg` if the name is taken, is not a str or is
+    ``"undefined"``, if the process has exited, or if it already has a name.
+    The name is released when the process exits.
+    """
+    if type(name) is not str or name == "undefined":
+        raise Badarg(f"a process name must be a str other than 'undefined', not {name!r}")
+    if type(pid) is not P.Pid:
+        raise Badarg(f"register needs a pid, not {pid!r}")
+    with P.LOCK:
+        if name in P.NAMES:
+            raise Badarg(f"name {name!r} is already registered")
+        if pid.reason is not P.ALIVE:
+            raise Badarg(f"{pid!r} is not alive")
+        if pid.name is not None:
+            raise Badarg(f"{pid!r} is already registered as {pid.name!r}")
+        P.NAMES[name] = pid
+        pid.name = name
+    return True
+
+
+def unregister(name: str) -> bool:
+    """Remove the registered name ``name``; :class:`Badarg` if nobody holds it."""
+    with P.LOCK:
+        pid = P.NAMES.pop(name, None) if type(name) is str else None
+        if pid is None:
+            raise Badarg(f"no process is registered as {name!r}")
+        pid.name = None
+    return True
+
+
+def whereis(name: str) -> P.Pid | None:
+    """The pid registered as ``name``, or None."""
+    return P.NAMES.get(name)
+
+
+def registered() -> list[str]:
+    """The registered names, sorted."""
+    with P.LOCK:
+        return sorted(P.NAMES)
+
+
+def alias() -> Alias:
+    """A new active alias of the running process: messages to it arrive until unalias."""
+    me = P.me()
+    a = new_alias(me)
+    with P.LOCK:
+        if me.aliases is None:
+            me.aliases = set()
+        me.aliases.add(a)
+    return a
+
+
+def unalias(a: Alias) -> bool:
+    """Deactivate an alias of the running process; True if it was active."""
+    me = P.me()
+    with P.LOCK:
+        aliases = me.aliases
+        if aliases is not None and a in aliases:
+            aliases.discard(a)
+            return True
+    return False

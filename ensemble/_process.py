@@ -1,0 +1,637 @@
+"""The process table and the runtime's effects: delivery, parking, signals, exit.
+
+This is the imperative shell of the process model.  It decides nothing itself:
+what an exit signal does is :func:`ensemble.signal.on_signal`'s answer, which
+message a receive takes is :func:`ensemble.select.scan`'s, and how a process's
+life moves is :func:`ensemble.life.step`'s.  Here those answers are carried out
+across greenlets and carrier threads.
+
+Concurrency contract
+--------------------
+* ``LOCK`` is one native lock guarding the process graph: the table, names,
+  links, monitors, aliases, exit settlement and every park/wake claim.  It is
+  never held across a greenlet switch, so a greenlet can never block on it
+  while another greenlet of the same thread holds it.
+* A mailbox is appended to by anyone (``deque.append`` is atomic under the
+  GIL) and consumed only by its owner's greenlet.
+* A parked process is woken exactly once: the waker pops the park token
+  ``_wait`` (atomic, no lock) and schedules ``_resume`` on the process's
+  carrier, which checks the park sequence again before switching, so a stale
+  wake is harmless.
+* An exit signal the process must die of sets ``dying`` and throws
+  :class:`ExitSignal` into the greenlet from its own hub, wherever it is parked.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from time import monotonic
+from typing import Any, Callable
+
+from greenlet import getcurrent, greenlet
+
+from . import life as _life
+from . import signal as _signal
+from ._carrier import Carrier, carrier_of_this_thread
+from ._exceptions import Badarg, ExitSignal, Hibernate
+from ._terms import NODE, TIMEOUT, Alias
+from ._threads import allocate_lock, get_ident
+from .select import scan
+
+__all__ = ["Pid"]
+
+LOCK = allocate_lock()
+
+#: Live processes by id.  Mutated under LOCK; read anywhere.
+TABLE: dict[int, "Pid"] = {}
+#: Registered names.  Mutated under LOCK.
+NAMES: dict[str, "Pid"] = {}
+
+_ids = itertools.count(1)
+_seqs = itertools.count(1)
+
+ALIVE = object()  # ``dying`` while no signal has doomed the process
+RUNNING = _life.RUNNING
+HIBERNATED = _life.HIBERNATED
+DEAD = _life.DEAD
+_WAKE = object()  # what a message wake switches into a parked receive
+_NOT_WAITING: tuple = ()  # ``_wait`` while not parked in receive
+
+#: Called as ``hook(pid)`` after a process that had timers settled (ensemble.timer).
+exit_hooks: list[Callable[["Pid"], None]] = []
+#: Called as ``hook(pid, reason)`` for a crash (ensemble._logger installs it).
+crash_hooks: list[Callable[["Pid", BaseException], None]] = []
+
+
+class ProcessGreenlet(greenlet):
+    """The greenlet running a process's function; ``pid`` names its process."""
+
+    __slots__ = ("pid",)
+
+
+class Pid:
+    """The handle of a local process (Erlang's pid): print it, send to it, link it.
+
+    Two handles are equal only if they are the same process.  All fields are
+    private to the runtime.
+    """
+
+    __slots__ = (
+        "id",
+        "mailbox",  # deque; appended by anyone, consumed by the owner only
+        "carrier",  # Carrier; never changes while the greenlet runs
+        "_glet",  # the greenlet running the process, or None (hibernated, not yet started)
+        "_wait",  # park token [seq] while parked in receive; empty once claimed
+        "_park",  # park sequence while parked in receive, else 0 (owner's thread only)
+        "dying",  # ALIVE, or the reason a signal doomed the process with
+        "_thrown",  # True once ExitSignal has been raised in the process
+        "reason",  # ALIVE while alive, then the exit reason
+        "value",  # the function's return value after a normal exit
+        "life",  # ensemble.life state
+        "trap",  # trap_exit flag
+        "links",  # set of Pid, or None (closed)
+        "monitors",  # {ref: (target Pid, shown target)} held by this process, or None
+        "watchers",  # {ref: (watcher Pid, shown target)} monitoring this process, or None
+        "aliases",  # set of active Alias, or None
+        "name",  # registered name or None
+        "state",  # the state cell (spawn_actor, state(), set_state())
+        "fn",
+        "args",
+        "initial_call",
+        "ancestors",
+        "dispatcher",
+        "shell",  # True for the process of a greenlet that is not a process
+        "timers",  # True once a timer names this process (then timers end with it)
+        "_waiters",  # callables run once the process has settled, or None
+        "__weakref__",
+    )
+
+    def __repr__(self) -> str:
+        return f"<0.{self.id}.0>"
+
+    def __lt__(self, other: Any) -> bool:
+        if isinstance(other, Pid):
+            return self.id < other.id
+        return NotImplemented
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a pid cannot be pickled")
+
+    @property
+    def node(self) -> str:
+        """The node this process lives on."""
+        return NODE
+
+
+def new_pid(
+    fn: Any,
+    args: tuple,
+    carrier: Carrier,
+    dispatcher: str,
+    trap: bool,
+    state: Any,
+    ancestors: list,
+    initial_call: Any,
+    shell: bool = False,
+) -> Pid:
+    p = Pid.__new__(Pid)
+    p.id = next(_ids)
+    p.mailbox = deque()
+    p.carrier = carrier
+    p._glet = None
+    p._wait = _NOT_WAITING
+    p._park = 0
+    p.dying = ALIVE
+    p._thrown = False
+    p.reason = ALIVE
+    p.value = None
+    p.life = RUNNING
+    p.trap = trap
+    p.links = set()
+    p.monitors = None
+    p.watchers = None
+    p.aliases = None
+    p.name = None
+    p.state = state
+    p.fn = fn
+    p.args = args
+    p.initial_call = initial_call
+    p.ancestors = ancestors
+    p.dispatcher = dispatcher
+    p.shell = shell
+    p.timers = False
+    p._waiters = None
+    return p
+
+
+# --------------------------------------------------------------------------
+# Who is running
+# --------------------------------------------------------------------------
+
+#: The shell process of each greenlet that is not a process.
+SHELLS: dict[Any, Pid] = {}
+
+
+def current() -> Pid | None:
+    """The process of the running greenlet, or None (no shell is made)."""
+    g = getcurrent()
+    try:
+        return g.pid  # type: ignore[attr-defined]
+    except AttributeError:
+        p = SHELLS.get(g)
+        if p is not None and p.reason is ALIVE:
+            return p
+        return None
+
+
+def me() -> Pid:
+    """The running process, giving a shell process to a greenlet that is not one."""
+    g = getcurrent()
+    try:
+        return g.pid  # type: ignore[attr-defined]
+    except AttributeError:
+        p = SHELLS.get(g)
+        if p is not None and p.reason is ALIVE:
+            return p
+        return _new_shell(g)
+
+
+def _new_shell(g: Any) -> Pid:
+    p = new_pid(None, (), carrier_of_this_thread(), "default", False, None, [], None, True)
+    p._glet = g
+    with LOCK:
+        TABLE[p.id] = p
+        SHELLS[g] = p
+    link = getattr(g, "rawlink", None)  # a gevent Greenlet: settle its shell when it ends
+    if link is not None:
+        link(lambda _g, p=p: settle(p, _signal.NORMAL, None))
+    return p
+
+
+def is_local_pid(x: Any) -> bool:
+    return type(x) is Pid
+
+
+# --------------------------------------------------------------------------
+# Delivery and waking
+# --------------------------------------------------------------------------
+
+
+def deliver(p: Pid, msg: Any) -> None:
+    """Put ``msg`` at the end of ``p``'s mailbox and wake ``p`` if it waits.
+
+    A message to a process that has exited is dropped.  Safe from any thread.
+    """
+    if p.reason is ALIVE:
+        p.mailbox.append(msg)
+        if p._wait:
+            wake(p)
+        elif p.life is not RUNNING:
+            wake_hibernating(p)
+
+
+def wake_hibernating(p: Pid) -> None:
+    """After new mail for ``p``, which is not running: start it again if it hibernates."""
+    with LOCK:
+        _wake_locked(p, _life.MAIL)
+
+
+def wake(p: Pid) -> None:
+    """After new mail for ``p``: claim ``p``'s park, if any, and resume it soon.
+
+    Lock-free: the park token is a one-element list and ``list.pop`` is atomic,
+    so of every waker (senders on any thread, the timeout, a doom) exactly one
+    gets the sequence number.  The append happened before this read of
+    ``_wait`` and ``park`` publishes ``_wait`` before it looks at the mailbox,
+    so either this sees the token or the parking process sees the mail.
+    """
+    token = p._wait
+    if token:
+        try:
+            seq = token.pop()
+        except IndexError:
+            return
+        c = p.carrier
+        if get_ident() == c.ident:
+            c.loop.run_callback(_resume, p, seq)
+        else:
+            c.loop.run_callback_threadsafe(_resume, p, seq)
+
+
+def _wake_locked(p: Pid, event: str) -> None:
+    """Under LOCK: wake ``p`` for ``event`` if it is parked or hibernating."""
+    if p._wait:
+        wake(p)
+    elif _life.wakes(p.life, event) and p.reason is ALIVE:
+        p.life = _life.step(p.life, event)
+        _start_locked(p)
+
+
+def _resume(p: Pid, seq: int) -> None:
+    """In ``p``'s hub: switch into ``p`` if it is still in the park ``seq``."""
+    if p._park == seq:
+        p._glet.switch(_WAKE)
+
+
+def _on_timeout(p: Pid, token: list) -> None:
+    """In ``p``'s hub: a receive's timer fired; claim the park unless a waker has."""
+    try:
+        seq = token.pop()
+    except IndexError:
+        return
+    if p._park == seq:
+        p._glet.switch(TIMEOUT)
+
+
+def park(p: Pid, seen: int, timeout: float | None) -> Any:
+    """Suspend ``p`` (the running process) until mail beyond ``seen``, a doom or ``timeout``.
+
+    Returns ``_WAKE`` or ``TIMEOUT``; returns ``_WAKE`` at once if mail beyond
+    ``seen`` or a doom arrived meanwhile.  Never swallows an exception thrown in.
+    """
+    seq = next(_seqs)
+    token = [seq]
+    p._park = seq
+    p._wait = token  # publish first, then look: see ``wake``
+    if len(p.mailbox) > seen or p.dying is not ALIVE:
+        p._wait = _NOT_WAITING
+        p._park = 0  # a wake already claimed is now stale
+        return _WAKE
+    hub = p.carrier.hub
+    timer = None
+    try:
+        if timeout is not None:
+            timer = hub.loop.timer(timeout)
+            timer.start(_on_timeout, p, token)
+        return hub.switch()
+    finally:
+        p._park = 0
+        p._wait = _NOT_WAITING
+        if timer is not None:
+            timer.close()
+
+
+# --------------------------------------------------------------------------
+# Receive
+# --------------------------------------------------------------------------
+
+
+def receive(matcher: Callable[[Any], Any] | None = None, *, timeout: float | None = None) -> Any:
+    """Take a message from the running process's mailbox (Erlang's selective receive).
+
+    ``matcher(msg)`` is called on each message, oldest first; it answers
+    ``NOMATCH`` to leave the message in place, or any other value, which takes
+    that message and becomes receive's result.  With no matcher the oldest
+    message is taken.  Messages already rejected are not tried again when new
+    ones arrive.  ``timeout`` is in seconds, fixed when receive starts
+    (``None`` waits forever, ``0`` polls once); when it passes receive answers
+    ``TIMEOUT``.  Pending exit signals are acted on before each look at the
+    mailbox.  A greenlet that is not a process receives as its shell process.
+    """
+    p = me()
+    if timeout is not None:
+        timeout = check_timeout(timeout)
+        deadline = monotonic() + timeout
+    mailbox = p.mailbox
+    start = 0
+    while True:
+        if p.dying is not ALIVE:
+            raise_doom(p)
+        if len(mailbox) > start:  # scanning no new message cannot take one
+            i, v = scan(mailbox, matcher, start)
+            if i is not None:
+                if i == 0:
+                    mailbox.popleft()
+                else:
+                    del mailbox[i]
+                return v
+            start = v
+        if timeout is None:
+            park(p, start, None)
+        else:
+            left = deadline - monotonic()
+            if left <= 0:
+                return TIMEOUT
+            if park(p, start, left) is TIMEOUT:
+                if p.dying is not ALIVE:
+                    raise_doom(p)
+                return TIMEOUT
+
+
+def check_timeout(timeout: Any) -> float:
+    """A timeout in seconds as given, or :class:`Badarg` for a negative or non-number."""
+    t = type(timeout)
+    if (t is float or t is int) and timeout >= 0:
+        return timeout
+    if t is not bool and isinstance(timeout, (int, float)) and timeout >= 0:
+        return float(timeout)
+    raise Badarg(f"timeout must be a number of seconds >= 0 or None, not {timeout!r}")
+
+
+def raise_doom(p: Pid) -> None:
+    """Raise the exit signal ``p`` was doomed by, in ``p``'s own greenlet."""
+    p._thrown = True
+    raise ExitSignal(p.dying)
+
+
+# --------------------------------------------------------------------------
+# Exit signals
+# --------------------------------------------------------------------------
+
+
+def signal_locked(target: Pid, kind: str, reason: Any, sender: Pid | None) -> None:
+    """Under LOCK: carry out :func:`ensemble.signal.on_signal` for one signal."""
+    if target.reason is not ALIVE:
+        return
+    links = target.links
+    linked = sender is not None and links is not None and sender in links
+    outcome = _signal.on_signal(
+        kind, reason, trapping=target.trap, self_sent=sender is target, linked=linked
+    )
+    if outcome is _signal.IGNORE:
+        return
+    if kind == _signal.LINK:
+        links.discard(sender)  # an acted-on link signal removes the link
+    if type(outcome) is _signal.Deliver:
+        if target.dying is ALIVE:
+            target.mailbox.append(("EXIT", sender, outcome.reason))
+            _wake_locked(target, _life.SIGNAL)
+    else:
+        doom_locked(target, outcome.reason)
+
+
+def doom_locked(p: Pid, reason: Any) -> None:
+    """Under LOCK: ``p`` must die of ``reason``; make that land wherever it is."""
+    if p.dying is not ALIVE or p.reason is not ALIVE:
+        return
+    p.dying = reason
+    token = p._wait
+    if token:
+        try:
+            token.pop()  # claimed: no message wake will land on the doomed park
+        except IndexError:
+            pass
+    if p.shell:
+        _settle_locked(p, reason, None)
+        p.carrier.call_soon(_throw_doom, p)
+    elif p.life is not RUNNING:
+        # hibernating: no greenlet to unwind, the process ends here
+        _settle_locked(p, reason, None)
+    elif p._glet is not None:
+        p.carrier.call_soon(_throw_doom, p)
+    # else: spawned but not started: the start checks ``dying`` first
+
+
+def _throw_doom(p: Pid) -> None:
+    """In ``p``'s hub: throw the doom into ``p``'s greenlet if it is parked there."""
+    g = p._glet
+    if g is None or p._thrown or g.dead or not g:
+        return
+    if p.shell and SHELLS.get(g) is not p:
+        return  # that greenlet has a new shell process by now
+    if g is getcurrent():
+        return
+    p._thrown = True
+    p._park = 0
+    g.throw(ExitSignal(p.dying))
+
+
+# --------------------------------------------------------------------------
+# Running a process
+# --------------------------------------------------------------------------
+
+
+def start(p: Pid) -> None:
+    """Start ``p``'s greenlet on its carrier (any thread)."""
+    c = p.carrier
+    if get_ident() == c.ident:
+        _start_here(p)
+    else:
+        c.loop.run_callback_threadsafe(_start_here, p)
+
+
+def _start_locked(p: Pid) -> None:
+    """Under LOCK: (re)start a hibernated process on its carrier, or on default."""
+    c = p.carrier
+    if c.closing:
+        from .dispatcher import default_carrier
+
+        p.carrier = default_carrier()
+        p.dispatcher = "default"
+    start(p)
+
+
+def _start_here(p: Pid) -> None:
+    """In the carrier's thread: make ``p``'s greenlet and schedule its first run."""
+    c = p.carrier
+    g = ProcessGreenlet(_body, c.hub)
+    g.pid = p
+    p._glet = g
+    c.live += 1
+    c.loop.run_callback(g.switch, p)
+
+
+def _body(p: Pid) -> None:
+    """A process's greenlet: run its function, then settle its exit."""
+    value = None
+    try:
+        if p.dying is not ALIVE:
+            reason = p.dying
+        else:
+            value = p.fn(*p.args)
+            reason = _signal.NORMAL if p.dying is ALIVE else p.dying
+    except Hibernate as h:
+        if p.dying is ALIVE:
+            _hibernate(p, h)
+            return
+        reason = p.dying
+    except ExitSignal:
+        reason = p.dying
+    except BaseException as e:  # Exit, or a crash: the reason is the exception
+        from ._exceptions import Exit
+
+        if p.dying is not ALIVE:
+            reason = p.dying
+        elif type(e) is Exit or isinstance(e, Exit):
+            reason = e.reason
+        else:
+            reason = e
+            for hook in crash_hooks:
+                hook(p, e)
+    finally:
+        p.carrier.process_ended()
+    settle(p, reason, value)
+
+
+def _hibernate(p: Pid, h: Hibernate) -> None:
+    """The greenlet ends; the process waits for mail or a signal to run ``h.fn``."""
+    p.fn = h.fn
+    p.args = h.args_
+    with LOCK:
+        p._glet = None
+        p.life = _life.step(p.life, _life.HIBERNATE)
+        if p.mailbox:
+            _wake_locked(p, _life.MAIL)
+
+
+# --------------------------------------------------------------------------
+# Exit: settle in Erlang's order
+# --------------------------------------------------------------------------
+
+
+def settle(p: Pid, reason: Any, value: Any) -> None:
+    """Record ``p``'s exit and tell its links, monitors and joiners (any thread)."""
+    with LOCK:
+        _settle_locked(p, reason, value)
+    flush_settled()
+
+
+#: Processes settled under LOCK whose joiners and exit hooks still have to run.
+#: Appended under LOCK; drained after LOCK is released by whoever gets there.
+_SETTLED: deque = deque()
+
+
+def flush_settled() -> None:
+    """Outside LOCK: run the joiners and exit hooks of every newly settled process."""
+    while _SETTLED:
+        try:
+            p, waiters = _SETTLED.popleft()
+        except IndexError:
+            return
+        if waiters:
+            for w in waiters:
+                w()
+        if p.timers:
+            for hook in exit_hooks:
+                hook(p)
+
+
+def _settle_locked(p: Pid, reason: Any, value: Any) -> None:
+    """Under LOCK: close, release the name, leave the table, then links, then monitors.
+
+    The caller must call :func:`flush_settled` once it has released LOCK.
+    """
+    if p.reason is not ALIVE:
+        return
+    p.reason = reason
+    p.value = value
+    p.life = DEAD
+    if p.dying is ALIVE:
+        p.dying = reason
+    # 1. links and monitors close: later link/monitor calls see it dead
+    links, p.links = p.links, None
+    watchers, p.watchers = p.watchers, None
+    held, p.monitors = p.monitors, None
+    p.aliases = None
+    # 2. the name is released
+    if p.name is not None and NAMES.get(p.name) is p:
+        del NAMES[p.name]
+    # 3. the monitors it held are dropped
+    if held:
+        for ref, (target, _shown) in held.items():
+            if target.watchers is not None:
+                target.watchers.pop(ref, None)
+    # 4. it leaves the process table
+    TABLE.pop(p.id, None)
+    # 5. every linked process gets a link signal with the reason, normal included
+    if links:
+        for q in links:
+            signal_locked(q, _signal.LINK, reason, p)
+    # 6. every monitor is notified
+    if watchers:
+        for ref, (w, shown) in watchers.items():
+            if w.monitors is not None:
+                w.monitors.pop(ref, None)
+            deliver_locked(w, ("DOWN", ref, "process", shown, reason))
+    p.mailbox.clear()
+    if not p.shell:
+        p._glet = None
+    waiters, p._waiters = p._waiters, None
+    if waiters or p.timers:
+        _SETTLED.append((p, waiters))
+
+
+def deliver_locked(p: Pid, msg: Any) -> None:
+    """Under LOCK: :func:`deliver`."""
+    if p.reason is not ALIVE:
+        return
+    p.mailbox.append(msg)
+    if p._wait:
+        wake(p)
+    elif p.life is not RUNNING:
+        _wake_locked(p, _life.MAIL)
+
+
+def on_exit(p: Pid, callback: Callable[[], None]) -> bool:
+    """Run ``callback()`` once ``p`` has settled; False (and no call) if it already has."""
+    with LOCK:
+        if p.reason is not ALIVE:
+            return False
+        if p._waiters is None:
+            p._waiters = [callback]
+        else:
+            p._waiters.append(callback)
+        return True
+
+
+def cancel_on_exit(p: Pid, callback: Callable[[], None]) -> None:
+    with LOCK:
+        if p._waiters is not None:
+            try:
+                p._waiters.remove(callback)
+            except ValueError:
+                pass
+
+
+# --------------------------------------------------------------------------
+# Aliases (send side)
+# --------------------------------------------------------------------------
+
+
+def deliver_alias(a: Alias, msg: Any) -> None:
+    """Deliver through an alias while its owner keeps it active; else drop."""
+    owner = a._owner
+    aliases = owner.aliases
+    if aliases is not None and a in aliases:
+        deliver(owner, msg)

@@ -1,0 +1,84 @@
+"""Small values of the process model: references, aliases, the node name, TIMEOUT.
+
+A reference is unique among every reference this node makes in this run
+(``make_ref``); two references compare equal only when they are the same one,
+also after being copied.  An alias is a reference that also names its owner.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+__all__ = ["NODE", "Ref", "Alias", "make_ref", "TIMEOUT"]
+
+#: The node every local process lives on until distribution starts a node.
+NODE = "nonode@nohost"
+
+_counter = itertools.count(1)  # next() on a count is atomic under the GIL
+
+
+class _Timeout:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "TIMEOUT"
+
+    def __reduce__(self) -> str:
+        return "TIMEOUT"
+
+
+#: What ``receive`` answers when its timeout passes with no message taken.
+TIMEOUT = _Timeout()
+
+
+class Ref:
+    """A unique reference (Erlang's ``make_ref()``): equal only to itself and its copies."""
+
+    __slots__ = ("_n", "_node")
+
+    def __init__(self, n: int, node: str = NODE) -> None:
+        self._n = n
+        self._node = node
+
+    def __eq__(self, other: Any) -> bool:
+        return (
+            isinstance(other, Ref) and self._n == other._n and self._node == other._node
+        )
+
+    def __ne__(self, other: Any) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(self._n)
+
+    def __repr__(self) -> str:
+        return f"#Ref<0.{self._n}>"
+
+    @property
+    def node(self) -> str:
+        """The node that made this reference."""
+        return self._node
+
+
+class Alias(Ref):
+    """A reference that routes messages to its owner while the alias is active."""
+
+    __slots__ = ("_owner",)
+
+    def __init__(self, n: int, owner: Any) -> None:
+        super().__init__(n)
+        self._owner = owner
+
+    def __repr__(self) -> str:
+        return f"#Alias<0.{self._n}>"
+
+
+def make_ref() -> Ref:
+    """A fresh reference, unique on this node (erlang:make_ref/0)."""
+    return Ref(next(_counter))
+
+
+def new_alias(owner: Any) -> Alias:
+    """A fresh alias owned by ``owner`` (used by ``ensemble.alias``)."""
+    return Alias(next(_counter), owner)

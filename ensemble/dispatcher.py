@@ -1,0 +1,119 @@
+"""Dispatchers: named pools of carriers (native OS threads, one gevent hub each).
+
+``"default"`` is the hub of the thread that imported ensemble (the gevent
+application's own hub), so processes there share the app's greenlets, sockets
+and locks.  ``"blocking"`` has 16 carriers, for processes that call blocking
+code gevent cannot patch (a C driver, the original ``time.sleep``): such a call
+stalls only its own carrier.  A pool starts its threads when the first process
+is spawned on it; a process stays on its carrier for life; carriers of a pool
+are handed out round-robin.
+"""
+
+from __future__ import annotations
+
+from ._carrier import Carrier, register_thread_carrier
+from ._exceptions import Badarg
+from ._threads import allocate_lock
+
+__all__ = ["define", "shutdown", "dispatchers", "DEFAULT", "BLOCKING"]
+
+DEFAULT = "default"
+BLOCKING = "blocking"
+
+
+class _Pool:
+    __slots__ = ("name", "size", "carriers", "next", "closed")
+
+    def __init__(self, name: str, size: int) -> None:
+        self.name = name
+        self.size = size
+        self.carriers: list[Carrier] = []  # Invariant: empty until the pool starts
+        self.next = 0
+        self.closed = False
+
+
+_lock = allocate_lock()
+_default_carrier = Carrier.adopt_current_thread(DEFAULT)
+register_thread_carrier(_default_carrier)
+_pools: dict[str, _Pool] = {DEFAULT: _Pool(DEFAULT, 1), BLOCKING: _Pool(BLOCKING, 16)}
+_pools[DEFAULT].carriers.append(_default_carrier)
+
+
+def default_carrier() -> Carrier:
+    """The carrier of the ``"default"`` dispatcher."""
+    return _default_carrier
+
+
+def define(name: str, size: int) -> str:
+    """Define (or redefine, until its pool has started) a dispatcher of ``size`` carriers.
+
+    Raises :class:`Badarg` for a name that is not a ``str``, for ``"default"``,
+    for a size that is not a positive ``int``, and for a pool already started.
+    """
+    if type(name) is not str or not name:
+        raise Badarg(f"dispatcher name must be a non-empty str, not {name!r}")
+    if name == DEFAULT:
+        raise Badarg("the default dispatcher cannot be redefined")
+    if type(size) is not int or size < 1:
+        raise Badarg(f"dispatcher size must be a positive int, not {size!r}")
+    with _lock:
+        pool = _pools.get(name)
+        if pool is not None and (pool.carriers or pool.closed):
+            raise Badarg(f"dispatcher {name!r} has started and cannot be redefined")
+        _pools[name] = _Pool(name, size)
+    return name
+
+
+def shutdown(name: str) -> None:
+    """Refuse new spawns on ``name``; its carriers end once their processes have.
+
+    ``"default"`` cannot be shut down (:class:`Badarg`); an unknown name is ignored.
+    """
+    if name == DEFAULT:
+        raise Badarg("the default dispatcher cannot be shut down")
+    with _lock:
+        pool = _pools.pop(name, None)
+        if pool is None:
+            return
+        pool.closed = True
+        carriers = list(pool.carriers)
+    for c in carriers:
+        c.request_stop()
+
+
+def dispatchers() -> list[str]:
+    """The defined dispatchers: ``"default"`` first, then the others sorted."""
+    with _lock:
+        others = sorted(n for n in _pools if n != DEFAULT)
+    return [DEFAULT, *others]
+
+
+def place(name: str) -> Carrier:
+    """The carrier a new process on dispatcher ``name`` goes to (starts the pool).
+
+    Raises :class:`Badarg` for an unknown or shut-down dispatcher.
+    """
+    if name == DEFAULT:
+        return _default_carrier
+    pool = _pools.get(name) if type(name) is str else None
+    if pool is None:
+        raise Badarg(f"unknown dispatcher {name!r}")
+    carriers = pool.carriers
+    if not carriers:
+        with _lock:
+            if not pool.carriers:
+                started = []
+                for i in range(pool.size):
+                    c = Carrier(f"{name}-{i}").start_thread()
+                    register_thread_carrier(c)
+                    started.append(c)
+                pool.carriers = started
+            carriers = pool.carriers
+    i = pool.next
+    pool.next = i + 1 if i + 1 < len(carriers) else 0
+    return carriers[i]
+
+
+def is_open(carrier: Carrier) -> bool:
+    """False once the carrier's dispatcher has been shut down."""
+    return not carrier.closing

@@ -1,0 +1,188 @@
+"""Selective receive: order, the save pointer, timeouts, matchers with Python's match."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import ensemble as e
+from ensemble import NOMATCH, TIMEOUT
+
+
+def wanting(tag):
+    """A matcher taking ``(tag, x)`` messages and answering ``x``."""
+
+    def matcher(m):
+        match m:
+            case (t, x) if t == tag:
+                return x
+            case _:
+                return NOMATCH
+
+    return matcher
+
+
+def test_no_matcher_takes_the_oldest():
+    """Without a matcher, receive takes messages in the order they were sent."""
+    me = e.self()
+    for i in range(5):
+        e.send(me, i)
+    assert [0, 1, 2, 3, 4] == [e.receive(timeout=1) for _ in range(5)]
+
+
+def test_oldest_matching_message_wins_and_others_stay_in_place():
+    """The oldest message some clause takes wins; every other message keeps its place."""
+    me = e.self()
+    for m in [("a", 1), ("b", 2), ("a", 3), ("b", 4)]:
+        e.send(me, m)
+    assert 2 == e.receive(wanting("b"), timeout=1)
+    assert [("a", 1), ("a", 3), ("b", 4)] == e.process_info(me, "messages")
+
+
+def test_oldest_message_wins_over_clause_order():
+    """A later clause matching an older message beats an earlier clause matching a newer one."""
+    me = e.self()
+    e.send(me, ("low", 1))
+    e.send(me, ("high", 2))
+
+    def matcher(m):
+        match m:
+            case ("high", x):
+                return ("high", x)
+            case ("low", x):
+                return ("low", x)
+            case _:
+                return NOMATCH
+
+    assert ("low", 1) == e.receive(matcher, timeout=1)
+
+
+def test_matcher_answers_any_value_but_nomatch():
+    """None, False and 0 are ordinary answers: they take the message."""
+    me = e.self()
+    e.send(me, "x")
+    e.send(me, "y")
+    assert None is e.receive(lambda m: None, timeout=1)
+    assert False is e.receive(lambda m: False, timeout=1)
+    assert TIMEOUT is e.receive(timeout=0)
+
+
+def test_timeout_zero_polls_once():
+    """timeout=0 looks at the mailbox once and answers TIMEOUT when nothing matches."""
+    me = e.self()
+    e.send(me, ("other", 1))
+    assert TIMEOUT == e.receive(wanting("want"), timeout=0)
+    assert 1 == e.receive(wanting("other"), timeout=0)
+
+
+def test_timeout_returns_timeout_and_keeps_messages():
+    """On timeout receive answers TIMEOUT and the unmatched messages stay."""
+    me = e.self()
+    e.send(me, "unwanted")
+    assert TIMEOUT is e.receive(wanting("x"), timeout=0.01)
+    assert ["unwanted"] == e.process_info(me, "messages")
+
+
+def test_deadline_is_fixed_when_receive_starts():
+    """Non-matching messages arriving during the wait do not extend the deadline."""
+
+    def chatter(dest, n):
+        for i in range(n):
+            e.send(dest, ("noise", i))
+            e.receive(timeout=0.01)
+
+    e.spawn(chatter, e.self(), 50)
+    started = time.monotonic()
+    assert TIMEOUT is e.receive(wanting("never"), timeout=0.2)
+    assert time.monotonic() - started < 0.45
+
+
+def test_rejected_messages_are_not_scanned_again():
+    """Erlang's save pointer: a message rejected once is not offered again to the same receive."""
+    seen = []
+
+    def matcher(m):
+        seen.append(m)
+        return m if m == "wanted" else NOMATCH
+
+    def sender(dest):
+        for m in ["a", "b", "wanted"]:
+            e.send(dest, m)
+            e.receive(timeout=0.005)
+
+    e.spawn(sender, e.self())
+    assert "wanted" == e.receive(matcher, timeout=2)
+    assert ["a", "b", "wanted"] == seen
+
+
+def test_receive_wakes_on_a_matching_message_from_another_process():
+    """A receive waiting for a message is woken by a send from another process."""
+    me = e.self()
+    e.spawn(lambda: e.send(me, ("reply", 42)))
+    assert 42 == e.receive(wanting("reply"), timeout=2)
+
+
+def test_receive_for_a_ref_with_pinned_value():
+    """A request/reply idiom: match the reply carrying one ref, leave the others."""
+    me = e.self()
+    ref, other = e.make_ref(), e.make_ref()
+    e.send(me, ("reply", other, "not mine"))
+    e.send(me, ("reply", ref, "mine"))
+
+    def matcher(m):
+        match m:
+            case ("reply", r, v) if r == ref:
+                return v
+            case _:
+                return NOMATCH
+
+    assert "mine" == e.receive(matcher, timeout=1)
+    assert [("reply", other, "not mine")] == e.process_info(me, "messages")
+
+
+def test_matcher_exception_propagates_and_leaves_the_mailbox():
+    """A matcher that raises makes receive raise; the message stays in the mailbox."""
+    me = e.self()
+    e.send(me, "boom")
+
+    def matcher(m):
+        raise ValueError(m)
+
+    with pytest.raises(ValueError):
+        e.receive(matcher, timeout=1)
+    assert ["boom"] == e.process_info(me, "messages")
+
+
+@pytest.mark.parametrize("bad", [-1, -0.5, "1", True, [1]])
+def test_bad_timeout_is_badarg(bad):
+    """A negative or non-number timeout raises Badarg."""
+    with pytest.raises(e.Badarg):
+        e.receive(timeout=bad)
+
+
+def test_selective_receive_inside_a_process():
+    """A spawned process receives selectively and replies; join returns its value."""
+
+    def worker():
+        m = e.receive(wanting("job"), timeout=2)
+        return m * 2
+
+    p = e.spawn(worker)
+    e.send(p, ("noise", 0))
+    e.send(p, ("job", 21))
+    assert 42 == e.join(p, timeout=2)
+
+
+def test_many_messages_in_order_between_processes():
+    """Messages between two processes arrive in send order."""
+    n = 2000
+
+    def sink(parent):
+        got = [e.receive(timeout=5) for _ in range(n)]
+        e.send(parent, got)
+
+    s = e.spawn(sink, e.self())
+    for i in range(n):
+        e.send(s, i)
+    assert list(range(n)) == e.receive(timeout=5)
