@@ -30,7 +30,18 @@ def _noop() -> None:
 class Carrier:
     """One OS thread and its hub.  ``call_soon`` may be called from any thread."""
 
-    __slots__ = ("name", "hub", "loop", "ident", "live", "closing", "_keepalive", "_done")
+    __slots__ = (
+        "name",
+        "hub",
+        "loop",
+        "ident",
+        "live",
+        "parked",
+        "closing",
+        "_keepalive",
+        "_hold",
+        "_done",
+    )
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -38,8 +49,10 @@ class Carrier:
         self.loop: Any = None
         self.ident = 0
         self.live = 0  # processes whose greenlet runs here; touched on this thread only
+        self.parked = 0  # greenlets parked waiting for a wake; this thread only
         self.closing = False
-        self._keepalive: Any = None
+        self._keepalive: Any = None  # ref'd async watcher of a carrier thread
+        self._hold: Any = None  # adopted hubs: an async watcher, ref'd only while parked > 0
         self._done = allocate_lock()
 
     @classmethod
@@ -49,7 +62,27 @@ class Carrier:
         c.hub = get_hub()
         c.loop = c.hub.loop
         c.ident = get_ident()
+        c._hold = c.loop.async_()
+        c._hold.start(_noop)
+        c._hold.ref = False
         return c
+
+    def hold(self) -> None:
+        """This thread: a greenlet parks and may be woken from another thread.
+
+        An adopted hub (the app's own) would otherwise see no watcher and raise
+        ``LoopExit`` while a wake-up from another carrier is still to come; so
+        while anything is parked, one watcher keeps its loop alive.
+        """
+        self.parked += 1
+        if self.parked == 1 and self._hold is not None:
+            self._hold.ref = True
+
+    def unhold(self) -> None:
+        """This thread: a greenlet parked with :meth:`hold` has woken."""
+        self.parked -= 1
+        if self.parked == 0 and self._hold is not None:
+            self._hold.ref = False
 
     def start_thread(self) -> "Carrier":
         """Start this carrier's OS thread and return once its hub is ready."""

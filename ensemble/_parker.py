@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gevent.hub import get_hub
 from greenlet import getcurrent
 
+from ._carrier import carrier_of_this_thread
 from ._terms import TIMEOUT
 from ._threads import get_ident
 
@@ -23,11 +23,12 @@ _WOKEN = object()
 class Parker:
     """Wakes its maker once; ``unpark`` is safe from any thread."""
 
-    __slots__ = ("_glet", "_hub", "_ident", "_token", "_parked")
+    __slots__ = ("_glet", "_hub", "_ident", "_token", "_parked", "_carrier")
 
     def __init__(self) -> None:
         self._glet = getcurrent()
-        self._hub = get_hub()
+        self._carrier = carrier_of_this_thread()
+        self._hub = self._carrier.hub
         self._ident = get_ident()
         self._token = [True]  # list.pop() is atomic: whoever pops it owns the wake
         self._parked = False
@@ -61,6 +62,7 @@ class Parker:
             return True
         timer = None
         self._parked = True
+        self._carrier.hold()
         try:
             if timeout is not None:
                 timer = self._hub.loop.timer(timeout)
@@ -72,6 +74,7 @@ class Parker:
                 if r is TIMEOUT:
                     return False
         finally:
+            self._carrier.unhold()
             self._parked = False
             if timer is not None:
                 timer.close()

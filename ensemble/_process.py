@@ -34,7 +34,7 @@ from greenlet import getcurrent, greenlet
 from . import life as _life
 from . import signal as _signal
 from ._carrier import Carrier, carrier_of_this_thread
-from ._exceptions import Badarg, ExitSignal, Hibernate
+from ._exceptions import Badarg, Exit, ExitSignal, Hibernate
 from ._terms import NODE, TIMEOUT, Alias
 from ._threads import allocate_lock, get_ident
 from .select import scan
@@ -65,9 +65,9 @@ crash_hooks: list[Callable[["Pid", BaseException], None]] = []
 
 
 class ProcessGreenlet(greenlet):
-    """The greenlet running a process's function; ``pid`` names its process."""
+    """The greenlet running a process's function; ``ensemble_pid`` names its process."""
 
-    __slots__ = ("pid",)
+    __slots__ = ("ensemble_pid",)
 
 
 class Pid:
@@ -176,25 +176,23 @@ SHELLS: dict[Any, Pid] = {}
 def current() -> Pid | None:
     """The process of the running greenlet, or None (no shell is made)."""
     g = getcurrent()
-    try:
-        return g.pid  # type: ignore[attr-defined]
-    except AttributeError:
+    p = getattr(g, "ensemble_pid", None)
+    if p is None:
         p = SHELLS.get(g)
-        if p is not None and p.reason is ALIVE:
-            return p
-        return None
+        if p is None or p.reason is not ALIVE:
+            return None
+    return p
 
 
 def me() -> Pid:
     """The running process, giving a shell process to a greenlet that is not one."""
     g = getcurrent()
-    try:
-        return g.pid  # type: ignore[attr-defined]
-    except AttributeError:
+    p = getattr(g, "ensemble_pid", None)
+    if p is None:
         p = SHELLS.get(g)
-        if p is not None and p.reason is ALIVE:
-            return p
-        return _new_shell(g)
+        if p is None or p.reason is not ALIVE:
+            return _new_shell(g)
+    return p
 
 
 def _new_shell(g: Any) -> Pid:
@@ -298,14 +296,17 @@ def park(p: Pid, seen: int, timeout: float | None) -> Any:
         p._wait = _NOT_WAITING
         p._park = 0  # a wake already claimed is now stale
         return _WAKE
-    hub = p.carrier.hub
+    c = p.carrier
+    hub = c.hub
     timer = None
+    c.hold()
     try:
         if timeout is not None:
             timer = hub.loop.timer(timeout)
             timer.start(_on_timeout, p, token)
         return hub.switch()
     finally:
+        c.unhold()
         p._park = 0
         p._wait = _NOT_WAITING
         if timer is not None:
@@ -466,7 +467,7 @@ def _start_here(p: Pid) -> None:
     """In the carrier's thread: make ``p``'s greenlet and schedule its first run."""
     c = p.carrier
     g = ProcessGreenlet(_body, c.hub)
-    g.pid = p
+    g.ensemble_pid = p
     p._glet = g
     c.live += 1
     c.loop.run_callback(g.switch, p)
@@ -489,8 +490,6 @@ def _body(p: Pid) -> None:
     except ExitSignal:
         reason = p.dying
     except BaseException as e:  # Exit, or a crash: the reason is the exception
-        from ._exceptions import Exit
-
         if p.dying is not ALIVE:
             reason = p.dying
         elif type(e) is Exit or isinstance(e, Exit):

@@ -104,6 +104,10 @@ def _spawn_opt(
         initial_call or _initial_call(fn, len(args)),
     )
     ref = None
+    if name is None and not link and not monitor:
+        P.TABLE[p.id] = p  # atomic under the GIL: the lock guards multi-step changes
+        P.start(p)
+        return p, None
     with P.LOCK:
         if name is not None:
             holder = P.NAMES.get(name)

@@ -377,3 +377,26 @@ def test_exit_and_signals_are_not_crash_reports():
         e.exit_reason(p, timeout=2)
         e.join(e.spawn(lambda: 1), timeout=2)
     assert [] == [r for r in logs if r["event"] == "crash_report"]
+
+
+def test_main_greenlet_waits_on_another_carrier_without_loop_exit():
+    """The app's hub keeps running while the shell waits, with no timeout, on another carrier.
+
+    No timeout on purpose: a timeout's timer would itself keep the hub's loop
+    alive and hide a LoopExit (pytest-timeout bounds the test instead).
+    """
+    from gevent import monkey
+
+    real_sleep = monkey.get_original("time", "sleep")
+    me = e.self()
+
+    def slow():
+        real_sleep(0.05)
+        e.send(me, "from blocking")
+        return "joined"
+
+    p = e.spawn(slow, dispatcher="blocking")
+    assert "from blocking" == e.receive()
+    assert "joined" == e.join(e.spawn(slow, dispatcher="blocking"))
+    assert "from blocking" == e.receive()
+    assert "joined" == e.join(p)
