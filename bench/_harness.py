@@ -1,0 +1,273 @@
+"""Shared helpers for the benchmarks in bench/ (not a benchmark itself: .ci/run skips ``_*.py``).
+
+What a benchmark gets from here:
+
+* :func:`ensure_importable` -- makes ``import ensemble`` work from a source
+  checkout that is not installed (adds the repository root to ``sys.path``).
+* :func:`timed`, :func:`best_of` -- wall-clock timing with ``time.perf_counter``,
+  the cyclic GC paused inside the timed region, best of N alternating runs.
+* :func:`rss_bytes` -- resident set size from ``/proc/self/statm``.
+* :class:`Result` / :class:`Target` -- one measurement: ensemble's figure, the
+  peer's figure, their ratio and the verdict against a target; printed as one
+  line (:meth:`Result.line`), as a Markdown table (:func:`markdown_table`) and
+  as one JSON line (:func:`json_line`).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Sequence
+
+__all__ = [
+    "ensure_importable",
+    "scaled",
+    "gc_paused",
+    "timed",
+    "best_of",
+    "rss_bytes",
+    "loadavg",
+    "Target",
+    "Result",
+    "markdown_table",
+    "json_line",
+    "environment",
+]
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def ensure_importable(module: str = "ensemble") -> None:
+    """Import ``module``, adding the repository root to ``sys.path`` if needed."""
+    try:
+        __import__(module)
+    except ImportError:
+        sys.path.insert(0, REPO_ROOT)
+        __import__(module)
+
+
+def scaled(n: int, quick: bool, divisor: int = 50, floor: int = 1) -> int:
+    """``n`` in full mode; ``n // divisor`` (at least ``floor``) in quick mode."""
+    return max(floor, n // divisor) if quick else n
+
+
+# --------------------------------------------------------------------------
+# Timing
+# --------------------------------------------------------------------------
+
+
+class gc_paused:
+    """Context manager: collect, then disable the cyclic GC; restore it on exit."""
+
+    def __enter__(self) -> "gc_paused":
+        gc.collect()
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._was_enabled:
+            gc.enable()
+
+
+def timed(fn: Callable[..., Any], *args: Any) -> float:
+    """Seconds ``fn(*args)`` takes, GC paused.
+
+    If ``fn`` returns a float it is taken as the seconds it measured itself
+    (for runs that time only part of their work); otherwise the wall time of
+    the whole call is returned.
+    """
+    with gc_paused():
+        t0 = time.perf_counter()
+        r = fn(*args)
+        dt = time.perf_counter() - t0
+    gc.collect()  # outside the timed region: free this run's garbage now
+    return r if type(r) is float else dt
+
+
+def best_of(
+    reps: int, runs: Sequence[tuple[str, Callable[[], Any]]]
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Run each ``(name, fn)`` ``reps`` times, alternating, and keep the best time.
+
+    Even repetitions run the list in order, odd ones in reverse, so neither
+    side always runs first (cache, allocator and frequency effects).  Returns
+    ``({name: best seconds}, {name: [seconds of every run]})``.
+    """
+    samples: dict[str, list[float]] = {name: [] for name, _ in runs}
+    for rep in range(reps):
+        order = runs if rep % 2 == 0 else list(reversed(runs))
+        for name, fn in order:
+            samples[name].append(timed(fn))
+    return {name: min(s) for name, s in samples.items()}, samples
+
+
+# --------------------------------------------------------------------------
+# Memory and machine
+# --------------------------------------------------------------------------
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process, in bytes (Linux ``/proc/self/statm``)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * _PAGE
+
+
+def loadavg() -> str:
+    """The 1/5/15-minute load averages, or '?' where the OS does not tell."""
+    try:
+        return "%.2f %.2f %.2f" % os.getloadavg()
+    except (AttributeError, OSError):
+        return "?"
+
+
+def environment(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Facts about this run worth keeping beside the numbers."""
+    env = {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "loadavg": loadavg(),
+    }
+    env.update(extra or {})
+    return env
+
+
+# --------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    """A goal for one measurement.
+
+    ``kind`` is ``"ratio<="`` or ``"ratio>="`` (ensemble/peer on the headline
+    figure) or ``"value>="`` (ensemble's own figure).
+    """
+
+    kind: str
+    value: float
+    text: str  # how the issue states it
+
+    def check(self, ens: float, ratio: float | None) -> bool:
+        if self.kind == "ratio<=":
+            return ratio is not None and ratio <= self.value
+        if self.kind == "ratio>=":
+            return ratio is not None and ratio >= self.value
+        if self.kind == "value>=":
+            return ens >= self.value
+        raise ValueError(f"unknown target kind {self.kind!r}")
+
+    def short(self, unit: str) -> str:
+        if self.kind == "value>=":
+            return f">= {_num(self.value)} {unit}"
+        return f"{self.kind[5:]} {self.value:g}x"
+
+
+@dataclass
+class Result:
+    """One measurement: ensemble's headline figure against a peer's.
+
+    ``unit`` is the headline figure's unit: ``"s"`` (lower is better), a rate
+    ending in ``"/s"`` (higher is better) or ``"B/proc"`` (lower is better).
+    ``ratio`` is always ensemble / peer on that figure.
+    """
+
+    key: str
+    number: str
+    title: str
+    n: int
+    unit: str
+    ensemble: float
+    peer_name: str | None = None
+    peer: float | None = None
+    target: Target | None = None
+    note: str = ""
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    ratio: float | None = None
+    verdict: str = "info"
+
+    def __post_init__(self) -> None:
+        if self.peer:
+            self.ratio = self.ensemble / self.peer
+        if self.target is not None:
+            self.verdict = "PASS" if self.target.check(self.ensemble, self.ratio) else "MISS"
+
+    @property
+    def lower_is_better(self) -> bool:
+        return not self.unit.endswith("/s")
+
+    def figure(self, v: float | None) -> str:
+        return "-" if v is None else _figure(v, self.unit)
+
+    def ratio_text(self) -> str:
+        if self.ratio is None:
+            return "-"
+        what = "time" if self.unit == "s" else ("memory" if self.unit.startswith("B") else "rate")
+        return f"{self.ratio:.2f}x {what}"
+
+    def line(self) -> str:
+        """One console line with both figures, the ratio and the verdict."""
+        parts = [f"[{self.number}] {self.title} (N={self.n:,})", f"ensemble {self.figure(self.ensemble)}"]
+        if self.peer_name is not None:
+            parts.append(f"{self.peer_name} {self.figure(self.peer)}")
+            parts.append(f"ensemble/{self.peer_name} = {self.ratio_text()}")
+        if self.target is not None:
+            parts.append(f"target {self.target.short(self.unit)}: {self.verdict}")
+        else:
+            parts.append("(informative)")
+        line = "  |  ".join(parts)
+        if self.note:
+            line += f"\n      note: {self.note}"
+        return line
+
+
+def markdown_table(results: Sequence[Result]) -> str:
+    """The summary table, GitHub Markdown, ready for the README."""
+    rows = [
+        "| # | measurement | N | ensemble | peer | peer figure | ensemble / peer | target | result |",
+        "|---|---|---:|---:|---|---:|---:|---|---|",
+    ]
+    for r in results:
+        target = r.target.short(r.unit) if r.target else "-"
+        rows.append(
+            f"| {r.number} | {r.title} | {r.n:,} | {r.figure(r.ensemble)} | {r.peer_name or '-'} "
+            f"| {r.figure(r.peer)} | {r.ratio_text()} | {target} | {r.verdict} |"
+        )
+    return "\n".join(rows)
+
+
+def json_line(bench: str, results: Sequence[Result], meta: dict[str, Any]) -> str:
+    """Everything as one JSON object on one line (for scripts: ``tail -1 | jq``)."""
+    return json.dumps(
+        {"bench": bench, **meta, "results": [asdict(r) for r in results]},
+        separators=(",", ":"),
+        default=str,
+    )
+
+
+def _num(v: float) -> str:
+    if v >= 1e6:
+        return f"{v / 1e6:.2f}M"
+    if v >= 1e4:
+        return f"{v / 1e3:.0f}k"
+    if v >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.3g}"
+
+
+def _figure(v: float, unit: str) -> str:
+    if unit == "s":
+        return f"{v:.3f} s" if v >= 0.01 else f"{v * 1e3:.2f} ms"
+    if unit.startswith("B"):
+        return f"{v:,.0f} {unit}"
+    return f"{_num(v)} {unit}"

@@ -1,0 +1,686 @@
+"""Core costs of ensemble processes, measured beside raw gevent, OS threads and pykka.
+
+Run from the repository root::
+
+    python bench/ensemble_core.py            # full run, about a minute on 2 cores
+    python bench/ensemble_core.py --quick    # every path at N/50, well under 20 s (CI)
+    python bench/ensemble_core.py --only 2,5 # just some measurements
+
+Everything runs in this one process except measurement 6, which spawns one
+fresh child per side (``--mem-child``) so RSS deltas cannot pollute each
+other.  Nothing is monkey-patched.  Times are ``time.perf_counter`` wall time
+with the cyclic GC paused, best of 3 alternating runs after a warm-up
+(measurements 1-5 and 7).
+
+Measurements, with the issue's targets (PASS/MISS is printed; the exit status
+is 0 unless something crashes):
+
+1. spawn + join of 100k processes running a trivial function, against
+   ``gevent.spawn`` + ``Greenlet.join``.  Target: ensemble's time <= 1.5x gevent's.
+2. ping-pong between two processes (ping sends its pid, pong replies), 100k
+   round trips, against two greenlets over two ``gevent.queue.Queue``.
+   Target: ensemble's round trips/s >= gevent's.
+3. one-way: the main greenlet sends 1M ints to a sink process that receives
+   them all, then joins it (peer, for context: a ``gevent.queue.Queue`` and a
+   sink greenlet).  Target: >= 500k msgs/s.
+4. selective receive of the one wanted message behind 2,000 unwanted ones
+   (a matcher that takes only ``("want", _)``; the 2,000 stay queued), in
+   receives/s; for context, plain Python scanning a deque of 2,000 with the
+   same matcher.  Informative.
+5. ping-pong across carriers: ping on ``"default"``, pong on ``"blocking"``
+   (two OS threads, two hubs), against two OS threads (the original
+   ``_thread``) over two stdlib ``queue.Queue``.  Informative.
+6. memory per idle process, 100k processes parked in ``receive()`` against
+   100k greenlets parked in ``gevent.queue.Queue().get()`` (one queue each):
+   RSS delta / N, in a fresh child per side.  Target: ensemble <= 1.25x gevent.
+7. pykka (``ThreadingActor``) beside ensemble: start + stop N actors, N tells
+   then one ask, and N ask round trips; ensemble does the same with spawn,
+   send and a request/reply (``make_ref`` + selective receive).  Informative
+   (pykka runs a thread per actor).  Skipped if pykka is not installed.
+
+Output: one line per measurement, then a Markdown summary table (for the
+README), then one JSON line (the last line) with every figure and sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import deque
+from contextlib import contextmanager
+from importlib import metadata
+from typing import Any, Callable, Iterator
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import (  # noqa: E402
+    Result,
+    Target,
+    best_of,
+    ensure_importable,
+    environment,
+    gc_paused,
+    json_line,
+    loadavg,
+    markdown_table,
+    rss_bytes,
+    scaled,
+    timed,
+)
+
+ensure_importable("ensemble")
+
+import gevent  # noqa: E402
+import gevent.monkey  # noqa: E402
+import gevent.queue  # noqa: E402
+
+import ensemble as e  # noqa: E402
+
+BENCH = "ensemble_core"
+
+# Full-mode sizes; --quick divides each by 50 (DEPTH stays: it defines measurement 4).
+N_SPAWN = 100_000
+N_PINGPONG = 100_000
+N_ONE_WAY = 1_000_000
+N_SELECTIVE = 3_000
+DEPTH = 2_000
+N_CROSS = 50_000
+N_MEMORY = 100_000
+N_ACTORS = 1_000
+N_TELLS = 100_000
+N_ASKS = 10_000
+
+REPS = 3
+
+# OS threads and locks for the thread peer: the originals, even if something
+# had monkey-patched gevent into _thread (this bench never does).
+_start_thread = gevent.monkey.get_original("_thread", "start_new_thread")
+_allocate_lock = gevent.monkey.get_original("_thread", "allocate_lock")
+
+
+def _noop() -> None:
+    return None
+
+
+# --------------------------------------------------------------------------
+# 1. spawn + join
+# --------------------------------------------------------------------------
+
+
+def ens_spawn_join(n: int) -> None:
+    spawn, join = e.spawn, e.join
+    pids = [spawn(_noop) for _ in range(n)]
+    for p in pids:
+        join(p)
+
+
+def gevent_spawn_join(n: int) -> None:
+    spawn = gevent.spawn
+    glets = [spawn(_noop) for _ in range(n)]
+    for g in glets:
+        g.join()
+
+
+def bench_spawn_join(quick: bool, reps: int) -> list[Result]:
+    n = scaled(N_SPAWN, quick)
+    _warm_up(ens_spawn_join, gevent_spawn_join, n)
+    best, samples = best_of(
+        reps, [("ensemble", lambda: ens_spawn_join(n)), ("gevent", lambda: gevent_spawn_join(n))]
+    )
+    return [
+        Result(
+            "spawn_join", "1", "spawn + join", n, "s", best["ensemble"], "gevent", best["gevent"],
+            Target("ratio<=", 1.5, "ensemble time within 1.5x of gevent's"),
+            note=f"ensemble {_rate(n, best['ensemble'])} spawn+join/s, "
+            f"gevent {_rate(n, best['gevent'])} spawn+join/s",
+            samples=samples,
+        )
+    ]
+
+
+# --------------------------------------------------------------------------
+# 2. and 5. ping-pong (same hub, and across carriers)
+# --------------------------------------------------------------------------
+
+
+def _ens_pong() -> None:
+    receive, send = e.receive, e.send
+    while True:
+        ping = receive()
+        if ping is None:
+            return
+        send(ping, "pong")
+
+
+def _ens_ping(pong: Any, n: int) -> None:
+    me, receive, send = e.self(), e.receive, e.send
+    for _ in range(n):
+        send(pong, me)
+        receive()
+    send(pong, None)
+
+
+def ens_ping_pong(n: int, pong_dispatcher: str = "default") -> None:
+    pong = e.spawn(_ens_pong, dispatcher=pong_dispatcher)
+    ping = e.spawn(_ens_ping, pong, n)
+    e.join(ping)
+    e.join(pong)
+
+
+def gevent_ping_pong(n: int) -> None:
+    to_pong: gevent.queue.Queue = gevent.queue.Queue()
+    to_ping: gevent.queue.Queue = gevent.queue.Queue()
+
+    def pong() -> None:
+        get, put = to_pong.get, to_ping.put
+        while True:
+            if get() is None:
+                return
+            put("pong")
+
+    def ping() -> None:
+        me, put, get = gevent.getcurrent(), to_pong.put, to_ping.get
+        for _ in range(n):
+            put(me)
+            get()
+        put(None)
+
+    gp = gevent.spawn(pong)
+    gi = gevent.spawn(ping)
+    gi.join()
+    gp.join()
+
+
+def threads_ping_pong(n: int) -> None:
+    """Ping in this thread, pong in a new OS thread, over two stdlib queue.Queue."""
+    import queue
+
+    to_pong: queue.Queue = queue.Queue()
+    to_ping: queue.Queue = queue.Queue()
+    done = _allocate_lock()
+    done.acquire()
+
+    def pong() -> None:
+        get, put = to_pong.get, to_ping.put
+        try:
+            while get() is not None:
+                put("pong")
+        finally:
+            done.release()
+
+    _start_thread(pong, ())
+    put, get = to_pong.put, to_ping.get
+    for _ in range(n):
+        put(1)
+        get()
+    put(None)
+    done.acquire()
+
+
+def bench_ping_pong(quick: bool, reps: int) -> list[Result]:
+    n = scaled(N_PINGPONG, quick)
+    _warm_up(ens_ping_pong, gevent_ping_pong, n)
+    best, samples = best_of(
+        reps, [("ensemble", lambda: ens_ping_pong(n)), ("gevent", lambda: gevent_ping_pong(n))]
+    )
+    return [
+        Result(
+            "ping_pong", "2", "ping-pong, one hub", n, "round trips/s",
+            n / best["ensemble"], "gevent", n / best["gevent"],
+            Target("ratio>=", 1.0, "ensemble round trips/s >= gevent's"),
+            samples=samples,
+        )
+    ]
+
+
+@contextmanager
+def _default_hub_kept_alive() -> Iterator[None]:
+    """Keep the main thread's loop alive while only other threads can wake it.
+
+    Without this, a greenlet of the default hub that waits for another
+    carrier (``e.join`` of ping while pong's replies come from a "blocking"
+    thread) gets ``gevent.exceptions.LoopExit``: the default hub has no
+    referenced watcher, and ``run_callback_threadsafe`` does not hold one.
+    Carrier threads keep themselves alive with an async watcher; this lends
+    the default hub the same for the duration of measurement 5.
+    """
+    keep = gevent.get_hub().loop.async_()
+    keep.start(_noop)
+    try:
+        yield
+    finally:
+        keep.stop()
+        keep.close()
+
+
+def bench_cross_carrier(quick: bool, reps: int) -> list[Result]:
+    n = scaled(N_CROSS, quick)
+    if gevent.monkey.is_module_patched("threading"):
+        print("warning: threading is monkey-patched; queue.Queue would use gevent locks", file=sys.stderr)
+
+    def ens(m: int) -> None:
+        ens_ping_pong(m, pong_dispatcher="blocking")
+
+    with _default_hub_kept_alive():
+        _warm_up(ens, threads_ping_pong, n)  # the first spawn starts the 16 "blocking" threads
+        best, samples = best_of(
+            reps, [("ensemble", lambda: ens(n)), ("threads", lambda: threads_ping_pong(n))]
+        )
+    return [
+        Result(
+            "cross_carrier", "5", "ping-pong across carriers (2 OS threads)", n, "round trips/s",
+            n / best["ensemble"], "threads", n / best["threads"],
+            note="peer: two OS threads (original _thread) over two stdlib queue.Queue",
+            samples=samples,
+        )
+    ]
+
+
+# --------------------------------------------------------------------------
+# 3. one-way send -> receive
+# --------------------------------------------------------------------------
+
+
+def _ens_sink(n: int) -> int:
+    receive = e.receive
+    total = 0
+    for _ in range(n):
+        total += receive()
+    return total
+
+
+def ens_one_way(n: int) -> None:
+    sink = e.spawn(_ens_sink, n)
+    send = e.send
+    for i in range(n):
+        send(sink, i)
+    total = e.join(sink)
+    assert total == n * (n - 1) // 2, total
+
+
+def gevent_one_way(n: int) -> None:
+    q: gevent.queue.Queue = gevent.queue.Queue()
+
+    def sink() -> int:
+        get = q.get
+        total = 0
+        for _ in range(n):
+            total += get()
+        return total
+
+    g = gevent.spawn(sink)
+    put = q.put
+    for i in range(n):
+        put(i)
+    g.join()
+    assert g.value == n * (n - 1) // 2, g.value
+
+
+def bench_one_way(quick: bool, reps: int) -> list[Result]:
+    n = scaled(N_ONE_WAY, quick)
+    _warm_up(ens_one_way, gevent_one_way, n)
+    best, samples = best_of(
+        reps, [("ensemble", lambda: ens_one_way(n)), ("gevent", lambda: gevent_one_way(n))]
+    )
+    return [
+        Result(
+            "one_way", "3", "one-way send -> receive", n, "msgs/s",
+            n / best["ensemble"], "gevent", n / best["gevent"],
+            Target("value>=", 500_000, ">= 500k msgs/s"),
+            note="peer (context only): main greenlet puts into a gevent.queue.Queue, a sink greenlet gets",
+            samples=samples,
+        )
+    ]
+
+
+# --------------------------------------------------------------------------
+# 4. selective receive behind 2,000 unwanted messages
+# --------------------------------------------------------------------------
+
+
+def _want(m: Any) -> Any:
+    return m[1] if m[0] == "want" else e.NOMATCH
+
+
+def _ens_selective(n: int, depth: int) -> float:
+    me, send, receive = e.self(), e.send, e.receive
+    for i in range(depth):
+        send(me, ("other", i))
+    t0 = time.perf_counter()
+    for i in range(n):
+        send(me, ("want", i))
+        receive(_want)
+    dt = time.perf_counter() - t0
+    left = e.process_info(me, "message_queue_len")
+    assert left == depth, left
+    return dt
+
+
+def ens_selective(n: int, depth: int = DEPTH) -> float:
+    """Seconds for ``n`` receives, timed inside the process (the fill is not timed)."""
+    return e.join(e.spawn(_ens_selective, n, depth))
+
+
+def raw_selective(n: int, depth: int = DEPTH) -> float:
+    """The same scan in plain Python: a deque, the same matcher, delete the match."""
+    nomatch = e.NOMATCH
+    box = deque(("other", i) for i in range(depth))
+    t0 = time.perf_counter()
+    for i in range(n):
+        box.append(("want", i))
+        for j, m in enumerate(box):
+            if _want(m) is not nomatch:
+                del box[j]
+                break
+    dt = time.perf_counter() - t0
+    assert len(box) == depth
+    return dt
+
+
+def bench_selective(quick: bool, reps: int) -> list[Result]:
+    n = scaled(N_SELECTIVE, quick)
+    _warm_up(ens_selective, raw_selective, n)
+    best, samples = best_of(
+        reps, [("ensemble", lambda: ens_selective(n)), ("raw deque", lambda: raw_selective(n))]
+    )
+    return [
+        Result(
+            "selective", "4", f"selective receive behind {DEPTH:,} others", n, "receives/s",
+            n / best["ensemble"], "raw deque", n / best["raw deque"],
+            note=f"each receive calls the matcher {DEPTH + 1:,} times; "
+            "peer: enumerate a deque with the same matcher, no runtime",
+            samples=samples,
+        )
+    ]
+
+
+# --------------------------------------------------------------------------
+# 6. memory per idle process (each side in a fresh child process)
+# --------------------------------------------------------------------------
+
+
+def _ens_idle() -> Any:
+    return e.receive()
+
+
+def _gevent_idle(q: gevent.queue.Queue) -> Any:
+    return q.get()
+
+
+def _park_ensemble(n: int) -> Callable[[], None]:
+    pids = [e.spawn(_ens_idle) for _ in range(n)]
+    e.join(e.spawn(_noop))  # processes start in spawn order: all before it have parked
+
+    def clean() -> None:
+        waiting = sum(e.process_info(p, "status") == "waiting" for p in pids)
+        assert waiting == n, f"only {waiting} of {n} processes parked"
+        for p in pids:
+            e.exit(p, "kill")
+        for p in pids:
+            assert e.exit_reason(p) == "killed"
+
+    return clean
+
+
+def _park_gevent(n: int) -> Callable[[], None]:
+    queues = [gevent.queue.Queue() for _ in range(n)]
+    glets = [gevent.spawn(_gevent_idle, q) for q in queues]
+    gevent.spawn(_noop).join()  # greenlets start in spawn order: all before it have parked
+
+    def clean() -> None:
+        assert not any(g.ready() for g in glets)
+        for q in queues:
+            q.put(None)
+        gevent.joinall(glets)
+        assert all(g.successful() for g in glets)
+
+    return clean
+
+
+def mem_child(which: str, n: int) -> None:
+    """In a fresh interpreter: RSS growth per parked process; prints one JSON line."""
+    park = {"ensemble": _park_ensemble, "gevent": _park_gevent}[which]
+    park(min(n, 1_000))()  # warm-up: code paths, free lists, the hub
+    gc.collect()
+    before = rss_bytes()
+    clean = park(n)
+    gc.collect()
+    after = rss_bytes()
+    clean()
+    print(json.dumps({"which": which, "n": n, "rss_before": before, "rss_after": after,
+                      "bytes_per_process": (after - before) / n}))
+
+
+def _run_mem_child(which: str, n: int) -> float:
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--mem-child", which, str(n)],
+        check=True, capture_output=True, text=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])["bytes_per_process"]
+
+
+def bench_memory(quick: bool, reps: int) -> list[Result]:
+    n = scaled(N_MEMORY, quick)
+    peer = _run_mem_child("gevent", n)
+    ens = _run_mem_child("ensemble", n)
+    note = "RSS delta / N, each side in a fresh child"
+    if quick:
+        note += " (quick mode: N too small for a stable figure)"
+    return [
+        Result(
+            "memory", "6", "memory per idle process", n, "B/proc", ens, "gevent", peer,
+            Target("ratio<=", 1.25, "ensemble within 1.25x of gevent's"), note=note,
+        )
+    ]
+
+
+# --------------------------------------------------------------------------
+# 7. pykka beside ensemble
+# --------------------------------------------------------------------------
+
+GET = "get"
+STOP = "stop"
+
+
+def _ens_server() -> int:
+    """Counts int messages; answers ``(from, ref, msg)`` with ``(ref, reply)``; ends on STOP."""
+    receive, send = e.receive, e.send
+    count = 0
+    while True:
+        m = receive()
+        if type(m) is tuple:
+            frm, ref, msg = m
+            if msg == GET:
+                send(frm, (ref, count))
+            else:
+                count += 1
+                send(frm, (ref, msg))
+        elif m == STOP:
+            return count
+        else:
+            count += 1
+
+
+def ens_call(p: Any, msg: Any) -> Any:
+    """Request/reply: a fresh ref, then a selective receive of the reply carrying it."""
+    ref = e.make_ref()
+    e.send(p, (e.self(), ref, msg))
+    return e.receive(lambda m: m[1] if type(m) is tuple and m[0] == ref else e.NOMATCH)
+
+
+def ens_start_stop(n: int) -> None:
+    spawn, send, join = e.spawn, e.send, e.join
+    pids = [spawn(_ens_server) for _ in range(n)]
+    for p in pids:
+        send(p, STOP)
+    for p in pids:
+        join(p)
+
+
+def ens_tells_then_ask(n: int) -> None:
+    p = e.spawn(_ens_server)
+    send = e.send
+    for i in range(n):
+        send(p, i)
+    got = ens_call(p, GET)
+    assert got == n, got
+    send(p, STOP)
+    e.join(p)
+
+
+def ens_asks(n: int) -> None:
+    p = e.spawn(_ens_server)
+    call = ens_call
+    for i in range(n):
+        call(p, i)
+    e.send(p, STOP)
+    assert e.join(p) == n
+
+
+def _pykka_runs(pykka: Any) -> tuple[Callable[[int], None], ...]:
+    class Counter(pykka.ThreadingActor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.count = 0
+
+        def on_receive(self, message: Any) -> Any:
+            if message == GET:
+                return self.count
+            self.count += 1
+            return message
+
+    def start_stop(n: int) -> None:
+        refs = [Counter.start() for _ in range(n)]
+        for f in [r.stop(block=False) for r in refs]:
+            f.get()
+
+    def tells_then_ask(n: int) -> None:
+        ref = Counter.start()
+        tell = ref.tell
+        for i in range(n):
+            tell(i)
+        got = ref.ask(GET)
+        assert got == n, got
+        ref.stop()
+
+    def asks(n: int) -> None:
+        ref = Counter.start()
+        ask = ref.ask
+        for i in range(n):
+            ask(i)
+        ref.stop()
+
+    return start_stop, tells_then_ask, asks
+
+
+def bench_pykka(quick: bool, reps: int) -> list[Result]:
+    try:
+        import pykka
+    except ImportError:
+        print("[7] pykka is not installed: skipped (pip install pykka)")
+        return []
+    p_start_stop, p_tells, p_asks = _pykka_runs(pykka)
+    cases = [
+        ("pykka_start_stop", "7a", "actor start + stop", scaled(N_ACTORS, quick), "actors/s",
+         ens_start_stop, p_start_stop),
+        ("pykka_tells", "7b", "N tells, then one ask", scaled(N_TELLS, quick), "msgs/s",
+         ens_tells_then_ask, p_tells),
+        ("pykka_asks", "7c", "ask round trip", scaled(N_ASKS, quick), "asks/s",
+         ens_asks, p_asks),
+    ]
+    results = []
+    for key, number, title, n, unit, ens_fn, pykka_fn in cases:
+        _warm_up(ens_fn, pykka_fn, n)
+        best, samples = best_of(
+            reps, [("ensemble", lambda f=ens_fn, n=n: f(n)), ("pykka", lambda f=pykka_fn, n=n: f(n))]
+        )
+        r = Result(key, number, title, n, unit, n / best["ensemble"], "pykka", n / best["pykka"],
+                   samples=samples)
+        print(r.line(), flush=True)
+        results.append(r)
+    return results
+
+
+# --------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------
+
+
+def _warm_up(ens: Callable[[int], Any], peer: Callable[[int], Any], n: int) -> None:
+    m = max(1, n // 10)
+    timed(ens, m)
+    timed(peer, m)
+
+
+def _rate(n: int, seconds: float) -> str:
+    v = n / seconds
+    return f"{v / 1e3:.0f}k" if v >= 1e4 else f"{v:,.0f}"
+
+
+MEASUREMENTS: dict[str, Callable[[bool, int], list[Result]]] = {
+    "1": bench_spawn_join,
+    "2": bench_ping_pong,
+    "3": bench_one_way,
+    "4": bench_selective,
+    "5": bench_cross_carrier,
+    "6": bench_memory,
+    "7": bench_pykka,
+}
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for dist in ("gevent", "greenlet", "pykka"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    out["ensemble"] = getattr(e, "__version__", "?")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--quick", action="store_true", help="every N divided by 50 (CI smoke run)")
+    ap.add_argument("--reps", type=int, default=REPS, help="repetitions per side (best is kept)")
+    ap.add_argument("--only", default="", help="comma-separated measurement numbers, e.g. 1,5")
+    ap.add_argument("--mem-child", nargs=2, metavar=("WHICH", "N"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.mem_child:
+        mem_child(args.mem_child[0], int(args.mem_child[1]))
+        return 0
+
+    chosen = [k.strip() for k in args.only.split(",") if k.strip()] or list(MEASUREMENTS)
+    unknown = [k for k in chosen if k not in MEASUREMENTS]
+    if unknown:
+        ap.error(f"unknown measurement(s): {', '.join(unknown)}")
+
+    mode = "quick" if args.quick else "full"
+    env = environment(_versions())
+    print(f"{BENCH} ({mode} mode, best of {args.reps})  "
+          + "  ".join(f"{k}={v}" for k, v in env.items()))
+    t_start = time.perf_counter()
+    results: list[Result] = []
+    for key in chosen:
+        got = MEASUREMENTS[key](args.quick, args.reps)
+        if key != "7":  # 7 prints its lines as it goes
+            for r in got:
+                print(r.line(), flush=True)
+        results.extend(got)
+    elapsed = time.perf_counter() - t_start
+
+    print(f"\ntotal {elapsed:.1f} s; load average now {loadavg()}\n")
+    print(markdown_table(results))
+    print()
+    env["loadavg_end"] = loadavg()
+    print(json_line(BENCH, results, {"mode": mode, "reps": args.reps, "seconds": round(elapsed, 2), **env}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
