@@ -52,9 +52,8 @@ import subprocess
 import sys
 import time
 from collections import deque
-from contextlib import contextmanager
 from importlib import metadata
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import (  # noqa: E402
@@ -237,26 +236,6 @@ def bench_ping_pong(quick: bool, reps: int) -> list[Result]:
     ]
 
 
-@contextmanager
-def _default_hub_kept_alive() -> Iterator[None]:
-    """Keep the main thread's loop alive while only other threads can wake it.
-
-    Without this, a greenlet of the default hub that waits for another
-    carrier (``e.join`` of ping while pong's replies come from a "blocking"
-    thread) gets ``gevent.exceptions.LoopExit``: the default hub has no
-    referenced watcher, and ``run_callback_threadsafe`` does not hold one.
-    Carrier threads keep themselves alive with an async watcher; this lends
-    the default hub the same for the duration of measurement 5.
-    """
-    keep = gevent.get_hub().loop.async_()
-    keep.start(_noop)
-    try:
-        yield
-    finally:
-        keep.stop()
-        keep.close()
-
-
 def bench_cross_carrier(quick: bool, reps: int) -> list[Result]:
     n = scaled(N_CROSS, quick)
     if gevent.monkey.is_module_patched("threading"):
@@ -265,11 +244,10 @@ def bench_cross_carrier(quick: bool, reps: int) -> list[Result]:
     def ens(m: int) -> None:
         ens_ping_pong(m, pong_dispatcher="blocking")
 
-    with _default_hub_kept_alive():
-        _warm_up(ens, threads_ping_pong, n)  # the first spawn starts the 16 "blocking" threads
-        best, samples = best_of(
-            reps, [("ensemble", lambda: ens(n)), ("threads", lambda: threads_ping_pong(n))]
-        )
+    _warm_up(ens, threads_ping_pong, n)  # the first spawn starts the 16 "blocking" threads
+    best, samples = best_of(
+        reps, [("ensemble", lambda: ens(n)), ("threads", lambda: threads_ping_pong(n))]
+    )
     return [
         Result(
             "cross_carrier", "5", "ping-pong across carriers (2 OS threads)", n, "round trips/s",
