@@ -90,6 +90,8 @@ def _spawn_opt(
         raise Badarg(f"spawn needs a callable, not {fn!r}")
     if name is not None and (type(name) is not str or name == "undefined"):
         raise Badarg(f"a process name must be a str other than 'undefined', not {name!r}")
+    if name is not None and name in P.NAMES:  # before place(), which may start a pool
+        raise Badarg(f"name {name!r} is already registered to {P.NAMES.get(name)!r}")
     carrier = _dispatcher.place(dispatcher)
     parent = P.me() if (link or monitor) else P.current()
     ancestors = [parent, *parent.ancestors] if parent is not None else []

@@ -60,6 +60,11 @@ def monotonic_time() -> float:
 
 
 def _ensure_server() -> P.Pid:
+    """The timer server, started on first use and replaced whenever it has exited.
+
+    A server that is doomed but not yet settled is left alone: its exit starts
+    the next one, which reads the table (where every timer already is) first.
+    """
     global _server
     s = _server
     if s is not None and s.reason is P.ALIVE:
@@ -68,33 +73,30 @@ def _ensure_server() -> P.Pid:
 
     with _lock:
         s = _server
-        if s is not None and s.reason is P.ALIVE:
-            return s
-        if _SERVER_DISPATCHER not in _dispatcher.dispatchers():
-            _dispatcher.define(_SERVER_DISPATCHER, 1)
-        s = _server = spawn(_serve, dispatcher=_SERVER_DISPATCHER, trap_exit=True)
+        if s is None or s.reason is not P.ALIVE:
+            if _SERVER_DISPATCHER not in _dispatcher.dispatchers():
+                _dispatcher.define(_SERVER_DISPATCHER, 1)
+            s = _server = spawn(
+                _serve, name="timer_server", dispatcher=_SERVER_DISPATCHER, trap_exit=True
+            )
+    if not P.on_exit(s, _ensure_server):
+        return _ensure_server()
     return s
 
 
 def _serve() -> None:
     """The timer server: sleep until the next deadline or a poke, fire what is due."""
-    try:
-        from ._names import register
-
-        register("timer_server", P.me())
-    except Badarg:
-        pass
     while True:
         with _lock:
             nd = _table.next_deadline()
         if nd is None:
-            P.receive(timeout=None)
+            P.receive()
         else:
             wait = nd - monotonic()
             if wait > 0:
                 P.receive(timeout=wait)
         while P.receive(timeout=0) is not TIMEOUT:
-            pass  # pokes only say "look at the table again"
+            pass  # pokes and trapped exits only say "look at the table again"
         with _lock:
             fired = _table.due(monotonic())
         for t in fired:
