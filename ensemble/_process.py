@@ -37,7 +37,7 @@ from ._carrier import Carrier, carrier_of_this_thread
 from ._exceptions import Badarg, Exit, ExitSignal, Hibernate
 from ._terms import NODE, TIMEOUT, Alias
 from ._threads import allocate_lock, get_ident
-from .select import scan
+from . import select as _select
 
 __all__ = ["Pid"]
 
@@ -340,7 +340,7 @@ def receive(matcher: Callable[[Any], Any] | None = None, *, timeout: float | Non
         if p.dying is not ALIVE:
             raise_doom(p)
         if len(mailbox) > start:  # scanning no new message cannot take one
-            i, v = scan(mailbox, matcher, start)
+            i, v = _select.scan(mailbox, matcher, start)
             if i is not None:
                 if i == 0:
                     mailbox.popleft()

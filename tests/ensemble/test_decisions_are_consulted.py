@@ -1,0 +1,103 @@
+"""The runtime decides nothing itself: each decision goes through its pure module.
+
+Each test wraps one pure function, runs the runtime, and checks the runtime
+consulted it and acted on its answer (the answer is altered to prove it).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import ensemble as e
+from ensemble import life, select, signal, timer, timers
+
+from .test_exit_signals import down_of
+
+
+def test_exit_signals_go_through_signal_on_signal(monkeypatch):
+    """exit/2 and link signals are decided by signal.on_signal; its answer is what happens."""
+    calls = []
+    real = signal.on_signal
+
+    def spy(kind, reason, **kw):
+        calls.append((kind, reason))
+        if reason == "spared":
+            return signal.IGNORE  # overrule: the target must survive
+        return real(kind, reason, **kw)
+
+    monkeypatch.setattr(signal, "on_signal", spy)
+    p, ref = e.spawn_monitor(e.receive)
+    e.exit(p, "spared")
+    assert ("exit", "spared") in calls
+    assert e.is_alive(p)
+    e.exit(p, "doomed")
+    assert "doomed" == down_of(ref)
+    assert ("exit", "doomed") in calls
+
+
+def test_receive_goes_through_select_scan(monkeypatch):
+    """receive takes the message select.scan names, with the value it answers."""
+    calls = []
+
+    def spy(messages, matcher, start):
+        calls.append(start)
+        return (len(messages) - 1, "scan decided")  # take the newest instead
+
+    monkeypatch.setattr(select, "scan", spy)
+    me = e.self()
+    e.send(me, "old")
+    e.send(me, "new")
+    assert "scan decided" == e.receive(timeout=1)
+    monkeypatch.undo()
+    assert ["old"] == e.process_info(me, "messages")
+    assert [0] == calls
+
+
+def test_hibernation_goes_through_life(monkeypatch):
+    """Waking a hibernating process is life.wakes/life.step's decision."""
+    seen = []
+    real_wakes = life.wakes
+
+    def spy(state, event):
+        seen.append((state, event))
+        return real_wakes(state, event)
+
+    monkeypatch.setattr(life, "wakes", spy)
+    me = e.self()
+    p = e.spawn(lambda: e.hibernate(lambda: e.send(me, e.receive(timeout=1))))
+    while e.process_info(p, "status") != "hibernating":
+        e.receive(lambda m: select.NOMATCH, timeout=0.001)
+    e.send(p, "wake")
+    assert "wake" == e.receive(timeout=2)
+    assert (life.HIBERNATED, life.MAIL) in seen
+
+
+def test_timers_fire_what_the_table_says_is_due(monkeypatch):
+    """The timer server fires exactly what TimerTable.due answers."""
+    real_due = timers.TimerTable.due
+    fired = []
+
+    def spy(self, now):
+        got = real_due(self, now)
+        fired.extend(t.payload for t in got)
+        return got
+
+    monkeypatch.setattr(timers.TimerTable, "due", spy)
+    timer.send_after(0.01, e.self(), "tick")
+    assert "tick" == e.receive(timeout=2)
+    assert ("send", "tick") in fired
+
+
+@pytest.mark.parametrize("module", [signal, select, life, timers], ids=lambda m: m.__name__)
+def test_decision_modules_import_nothing_effectful(module):
+    """A decision module imports no part of the runtime, no gevent, greenlet, threads or clock."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(module))
+    relative = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level > 0]
+    absolute = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
+    absolute |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    effectful = {"gevent", "greenlet", "threading", "_thread", "time", "os", "socket", "ensemble"}
+    assert [] == relative
+    assert set() == {m for m in absolute if m.split(".")[0] in effectful}
