@@ -12,6 +12,8 @@ import pytest
 import ensemble
 from ensemble import NOMATCH, TIMEOUT, Badarg, dispatcher
 
+from ._actors import pinger, ponger
+
 WAIT = 5.0
 original_sleep = gevent.monkey.get_original("time", "sleep")
 original_get_ident = gevent.monkey.get_original("_thread", "get_ident")
@@ -232,29 +234,6 @@ def test_a_custom_pool_of_two_hands_out_its_threads_round_robin(pool_name):
 # --------------------------------------------------------------------------
 # Across carriers
 # --------------------------------------------------------------------------
-
-
-def ponger():
-    """Answer (from, n) with n until "stop"."""
-    while True:
-        m = ensemble.receive()
-        if m == "stop":
-            return
-        frm, n = m
-        ensemble.send(frm, n)
-
-
-def pinger(peer, rounds, report_to):
-    """Ping ``peer`` ``rounds`` times, then report ("done", rounds answered) to ``report_to``."""
-    me = ensemble.self()
-    answered = 0
-    for i in range(rounds):
-        ensemble.send(peer, (me, i))
-        if ensemble.receive(timeout=WAIT) != i:
-            break
-        answered += 1
-    ensemble.send(peer, "stop")
-    ensemble.send(report_to, ("done", answered))
 
 
 @pytest.mark.parametrize(

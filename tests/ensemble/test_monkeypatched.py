@@ -38,25 +38,7 @@ def take(tag):
     return m
 
 
-def ponger():
-    while True:
-        m = ensemble.receive()
-        if m == "stop":
-            return
-        frm, n = m
-        ensemble.send(frm, n)
-
-
-def pinger(peer, rounds, report_to):
-    me = ensemble.self()
-    answered = 0
-    for i in range(rounds):
-        ensemble.send(peer, (me, i))
-        if ensemble.receive(timeout=10) != i:
-            break
-        answered += 1
-    ensemble.send(peer, "stop")
-    ensemble.send(report_to, ("done", answered))
+from tests.ensemble._actors import pinger, ponger  # after patch_all, as an app would
 """
 
 
