@@ -11,9 +11,11 @@ from __future__ import annotations
 from . import _logger as _logger  # installs the crash report
 from . import dispatcher as dispatcher
 from ._exceptions import Badarg as Badarg
+from ._exceptions import CallError as CallError
 from ._exceptions import EnsembleError as EnsembleError
 from ._exceptions import Exit as Exit
 from ._exceptions import ExitSignal as ExitSignal
+from ._exceptions import StartError as StartError
 from ._info import flush as flush
 from ._info import is_alive as is_alive
 from ._info import node as node
@@ -56,12 +58,14 @@ __version__ = "0.1.0"
 __all__ = [
     "Alias",
     "Badarg",
+    "CallError",
     "EnsembleError",
     "Exit",
     "ExitSignal",
     "NOMATCH",
     "Pid",
     "Ref",
+    "StartError",
     "TIMEOUT",
     "alias",
     "demonitor",

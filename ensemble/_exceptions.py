@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["EnsembleError", "Badarg", "Exit", "ExitSignal"]
+__all__ = ["EnsembleError", "Badarg", "Exit", "ExitSignal", "StartError", "CallError"]
 
 
 class EnsembleError(Exception):
@@ -64,3 +64,37 @@ class Hibernate(BaseException):
         super().__init__()
         self.fn = fn
         self.args_ = args
+
+
+class StartError(EnsembleError):
+    """A behaviour's synchronous start failed; ``reason`` is OTP's reason.
+
+    Raised by ``gen_server.start``/``start_link`` (and the other behaviours'):
+    ``("already_started", pid)`` for a taken name, ``"timeout"`` when init was
+    too slow, the reason of ``("stop", r)`` / ``("error", r)`` from init, the
+    exception init raised, or ``("bad_return_value", ret)``.
+    """
+
+    def __init__(self, reason: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"StartError({self.reason!r})"
+
+
+class CallError(EnsembleError):
+    """A synchronous call failed; ``reason`` says why (gen_server:call's exit reason).
+
+    ``"noproc"`` (no such server), ``"timeout"``, ``"calling_self"``, or the
+    server's exit reason when it died during the call.  ``request`` is what was
+    asked.
+    """
+
+    def __init__(self, reason: Any, request: Any = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.request = request
+
+    def __repr__(self) -> str:
+        return f"CallError({self.reason!r})"
