@@ -8,8 +8,8 @@ Dispatchers place processes on native OS threads, each running its own hub.
 
 from __future__ import annotations
 
-from . import _logger as _logger  # installs the crash report
 from . import dispatcher as dispatcher
+from . import logger as logger  # installs the crash report
 from ._exceptions import Badarg as Badarg
 from ._exceptions import CallError as CallError
 from ._exceptions import EnsembleError as EnsembleError
@@ -38,6 +38,8 @@ from ._names import send as send
 from ._names import unalias as unalias
 from ._names import unregister as unregister
 from ._names import whereis as whereis
+from ._passivate import passivate as passivate
+from ._passivate import passivation_refused as passivation_refused
 from ._process import Pid as Pid
 from ._process import receive as receive
 from ._spawn import exit_reason as exit_reason
@@ -77,9 +79,12 @@ __all__ = [
     "is_alive",
     "join",
     "link",
+    "logger",
     "make_ref",
     "monitor",
     "node",
+    "passivate",
+    "passivation_refused",
     "process_info",
     "processes",
     "receive",
