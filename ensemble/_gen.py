@@ -1,0 +1,274 @@
+"""The plumbing every behaviour shares (OTP's gen and proc_lib).
+
+* :func:`start`: spawn a process, wait for its init to acknowledge (or fail,
+  or take too long), and answer the pid, ``"ignore"``, or raise StartError.
+* :func:`call` / :func:`reply`: a request answered through an alias while the
+  caller monitors the server, so a late reply is dropped and a dead server is
+  noticed at once.
+* :func:`cast`, :func:`stop` and the message tags the behaviours use.
+
+Message protocol (gen_server's, shared by gen_statem and gen_event):
+``("$gen_call", from_, request)`` with ``from_ = (caller_pid, alias)``,
+answered ``(alias, reply)``; ``("$gen_cast", request)``; and system
+messages ``("system", from_, request)`` handled by :mod:`ensemble._sysmsg`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from . import _process as P
+from ._exceptions import Badarg, CallError, Exit, StartError
+from ._links import demonitor, monitor, unlink
+from ._names import alias, send, unalias
+from ._terms import NODE, TIMEOUT, Alias
+from .select import NOMATCH
+
+__all__ = [
+    "CALL",
+    "CAST",
+    "SYSTEM",
+    "Starter",
+    "resolve",
+    "start",
+    "init_ack",
+    "init_fail",
+    "call",
+    "reply",
+    "cast",
+    "stop",
+]
+
+CALL = "$gen_call"
+CAST = "$gen_cast"
+SYSTEM = "system"
+
+
+def resolve(dest: Any) -> P.Pid | None:
+    """The local process ``dest`` names (pid, name or ``(name, node)``), or None."""
+    t = type(dest)
+    if t is P.Pid:
+        return dest
+    if t is str:
+        return P.NAMES.get(dest)
+    if t is tuple and len(dest) == 2 and type(dest[0]) is str:
+        return P.NAMES.get(dest[0]) if dest[1] == NODE else None
+    raise Badarg(f"not a server: {dest!r} (a pid, a name or (name, node))")
+
+
+# --------------------------------------------------------------------------
+# Synchronous start (proc_lib:start / start_link)
+# --------------------------------------------------------------------------
+
+
+class Starter:
+    """Who waits for a new process's init: its pid, and the alias the ack goes to."""
+
+    __slots__ = ("pid", "alias", "linked")
+
+    def __init__(self, pid: P.Pid, alias_: Alias, linked: bool) -> None:
+        self.pid = pid
+        self.alias = alias_
+        self.linked = linked
+
+
+def init_ack(starter: Starter, result: Any) -> None:
+    """In the new process: tell the starter how init went (``("ok", pid)``, ``"ignore"``, ``("error", r)``)."""
+    send(starter.alias, (starter.alias, result))
+
+
+def init_fail(starter: Starter, ack: Any, exit_reason: Any, exc: BaseException | None = None) -> None:
+    """In the new process: acknowledge a failed start (``("error", r)`` or ``"ignore"``) and exit.
+
+    Never returns.  Unlinks from a linking starter first, so a failed
+    ``start_link`` does not take its caller down.  Re-raises ``exc`` (a crash
+    in init) if given, else exits with ``exit_reason``.
+    """
+    if starter.linked:
+        unlink(starter.pid)
+    init_ack(starter, ack)
+    if exc is not None:
+        raise exc
+    raise Exit(exit_reason)
+
+
+def start(
+    body: Callable[..., Any],
+    args: tuple,
+    *,
+    link: bool,
+    name: str | None,
+    timeout: float | None,
+    trap_exit: bool,
+    dispatcher: str,
+    initial_call: tuple,
+) -> Any:
+    """Spawn ``body(starter, *args)`` and wait for its :func:`init_ack`.
+
+    Answers the pid for ``("ok", pid)`` and ``"ignore"`` for ignore; raises
+    :class:`StartError` with ``("already_started", pid)`` for a taken name,
+    ``"timeout"`` when init takes longer than ``timeout`` (the process is
+    killed), the failure's reason, or the reason the process died of.
+    """
+    from ._spawn import _spawn_opt
+
+    if timeout is not None:
+        timeout = P.check_timeout(timeout)
+    me = P.me()
+    ack = alias()
+    starter = Starter(me, ack, link)
+    try:
+        pid, mref = _spawn_opt(
+            body, (starter, *args), name, link, True, trap_exit, None, dispatcher, initial_call
+        )
+    except Badarg:
+        unalias(ack)
+        holder = P.NAMES.get(name) if name is not None else None
+        if holder is not None:
+            raise StartError(("already_started", holder)) from None
+        raise
+
+    def answer(m: Any) -> Any:
+        if type(m) is tuple and len(m) == 2 and m[0] is ack:
+            return m
+        if type(m) is tuple and len(m) == 5 and m[1] is mref and m[0] == "DOWN":
+            return m
+        return NOMATCH
+
+    got = P.receive(answer, timeout=timeout)
+    unalias(ack)
+    if got is TIMEOUT:
+        if link:
+            unlink(pid)
+        from ._links import exit as exit_signal
+
+        exit_signal(pid, "kill")
+        down = P.receive(lambda m: m if type(m) is tuple and len(m) == 5 and m[1] is mref else NOMATCH)
+        _flush_exit(pid)
+        reason = down[4]
+        raise StartError("timeout" if reason == "killed" else reason)
+    if len(got) == 5:  # died before acknowledging
+        if link:
+            _flush_exit(pid)
+        raise StartError(got[4])
+    result = got[1]
+    if type(result) is tuple and type(result[0]) is str and result[0] == "ok":
+        demonitor(mref, flush=True)
+        return result[1]
+    # failure or ignore: the process exits right after; wait so its name is free
+    P.receive(lambda m: m if type(m) is tuple and len(m) == 5 and m[1] is mref else NOMATCH)
+    if link:
+        _flush_exit(pid)
+    if type(result) is str and result == "ignore":
+        return "ignore"
+    raise StartError(result[1])
+
+
+def _flush_exit(pid: P.Pid) -> None:
+    """Drop an ``("EXIT", pid, _)`` the failed start left in a trapping caller's mailbox."""
+    P.receive(
+        lambda m: m if type(m) is tuple and len(m) == 3 and m[0] == "EXIT" and m[1] is pid else NOMATCH,
+        timeout=0,
+    )
+
+
+# --------------------------------------------------------------------------
+# call, reply, cast, stop
+# --------------------------------------------------------------------------
+
+
+def call(dest: Any, request: Any, timeout: float | None = 5.0, label: str = CALL) -> Any:
+    """Send ``(label, from_, request)`` to ``dest`` and wait for the reply (gen:call).
+
+    Raises :class:`CallError` with ``"noproc"``, ``"calling_self"``,
+    ``"timeout"`` or the server's exit reason.  A reply arriving after the
+    call gave up is dropped (its alias is inactive by then).
+    """
+    pid = resolve(dest)
+    if pid is None:
+        raise CallError("noproc", request)
+    me = P.me()
+    if pid is me:
+        raise CallError("calling_self", request)
+    if timeout is not None:
+        timeout = P.check_timeout(timeout)
+    mref = monitor(pid)
+    tag = alias()
+    send(pid, (label, (me, tag), request))
+
+    def answer(m: Any) -> Any:
+        if type(m) is tuple:
+            n = len(m)
+            if n == 2 and m[0] is tag:
+                return m
+            if n == 5 and m[1] is mref and m[0] == "DOWN":
+                return m
+        return NOMATCH
+
+    got = P.receive(answer, timeout=timeout)
+    unalias(tag)
+    if got is TIMEOUT:
+        demonitor(mref, flush=True)
+        raise CallError("timeout", request)
+    if len(got) == 2:
+        demonitor(mref, flush=True)
+        return got[1]
+    raise CallError(got[4], request)
+
+
+def reply(from_: tuple, value: Any) -> Any:
+    """Answer the call ``from_`` with ``value``, from any process or greenlet; returns ``value``."""
+    try:
+        tag = from_[1]
+    except (TypeError, IndexError):
+        raise Badarg(f"not a caller: {from_!r}") from None
+    send(tag, (tag, value))
+    return value
+
+
+def cast(dest: Any, request: Any) -> str:
+    """Send ``("$gen_cast", request)`` to ``dest``; never fails; answers ``"ok"``."""
+    try:
+        pid = resolve(dest)
+    except Badarg:
+        return "ok"
+    if pid is not None:
+        P.deliver(pid, (CAST, request))
+    return "ok"
+
+
+def stop(dest: Any, reason: Any = "normal", timeout: float | None = None) -> str:
+    """Stop a behaviour with ``reason`` and wait until it has exited (proc_lib:stop).
+
+    Answers ``"ok"`` once it exited with exactly ``reason``; raises
+    :class:`CallError` with ``"noproc"``, ``"timeout"`` or the reason it
+    exited with instead.
+    """
+    pid = resolve(dest)
+    if pid is None or pid.reason is not P.ALIVE:
+        raise CallError("noproc", ("terminate", reason))
+    me = P.me()
+    if pid is me:
+        raise CallError("calling_self", ("terminate", reason))
+    mref = monitor(pid)
+    tag = alias()
+    send(pid, (SYSTEM, (me, tag), ("terminate", reason)))
+    got = P.receive(
+        lambda m: m if type(m) is tuple and len(m) == 5 and m[1] is mref and m[0] == "DOWN" else NOMATCH,
+        timeout=timeout,
+    )
+    unalias(tag)
+    if got is TIMEOUT:
+        demonitor(mref, flush=True)
+        raise CallError("timeout", ("terminate", reason))
+    actual = got[4]
+    if actual is reason or _same(actual, reason):
+        return "ok"
+    raise CallError(actual, ("terminate", reason))
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - an odd __eq__ means "not the same"
+        return False
