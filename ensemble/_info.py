@@ -35,11 +35,18 @@ def node() -> str:
 
 
 def state(pid: P.Pid | None = None) -> Any:
-    """The running process's state, or ``pid``'s (like sys:get_state/1)."""
+    """The running process's state, or ``pid``'s (like sys:get_state/1).
+
+    For a passivated ``pid`` this is a copy read from its image.
+    """
     if pid is None:
         return P.me().state
     if type(pid) is not P.Pid or pid.reason is not P.ALIVE:
         raise Badarg(f"no such process: {pid!r}")
+    if pid.image is not None:  # passivated: a copy, read from its image
+        from . import _passivate
+
+        return _passivate.peek_state(pid)
     return pid.state
 
 
@@ -70,7 +77,7 @@ def processes() -> list[P.Pid]:
 
 def _status(p: P.Pid) -> str:
     if p.life is not P.RUNNING:
-        return "hibernating"
+        return "passivated" if p.life == P.PASSIVATED else "hibernating"
     if p._park:
         return "waiting"
     return "running"
@@ -98,7 +105,7 @@ def process_info(pid: P.Pid, key: str | None = None) -> Any:
     """Facts about a live process: a dict of every key, or the value of one.
 
     Keys: ``registered_name`` (None if none), ``status`` (``running``,
-    ``waiting``, ``hibernating``), ``message_queue_len``, ``messages``,
+    ``waiting``, ``hibernating``, ``passivated``), ``message_queue_len``, ``messages``,
     ``links``, ``monitors`` (``("process", pid_or_(name, node))`` each),
     ``monitored_by``, ``trap_exit``, ``initial_call`` (``(module, qualname,
     arity)``), ``ancestors``, ``dispatcher``.  None for a process that has

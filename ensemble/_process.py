@@ -54,6 +54,7 @@ _seqs = itertools.count(1)
 ALIVE = object()  # ``dying`` while no signal has doomed the process
 RUNNING = _life.RUNNING
 HIBERNATED = _life.HIBERNATED
+PASSIVATED = _life.PASSIVATED
 DEAD = _life.DEAD
 _WAKE = object()  # what a message wake switches into a parked receive
 _NOT_WAITING: tuple = ()  # ``_wait`` while not parked in receive
@@ -104,6 +105,8 @@ class Pid:
         "shell",  # True for the process of a greenlet that is not a process
         "timers",  # True once a timer names this process (then timers end with it)
         "_waiters",  # callables run once the process has settled, or None
+        "image",  # path of the passivation image while fn, args and state are on disk, else None
+        "refusal",  # why the latest passivate stayed in memory, or None (ensemble._passivate)
         "__weakref__",
     )
 
@@ -162,6 +165,8 @@ def new_pid(
     p.shell = shell
     p.timers = False
     p._waiters = None
+    p.image = None
+    p.refusal = None
     return p
 
 
@@ -477,14 +482,16 @@ def _body(p: Pid) -> None:
     """A process's greenlet: run its function, then settle its exit."""
     value = None
     try:
+        failed = None if p.image is None else _restore(p)
         if p.dying is not ALIVE:
             reason = p.dying
+        elif failed is not None:
+            reason = failed
         else:
             value = p.fn(*p.args)
             reason = _signal.NORMAL if p.dying is ALIVE else p.dying
     except Hibernate as h:
-        if p.dying is ALIVE:
-            _hibernate(p, h)
+        if p.dying is ALIVE and _hibernate(p, h):
             return
         reason = p.dying
     except ExitSignal:
@@ -503,15 +510,45 @@ def _body(p: Pid) -> None:
     settle(p, reason, value)
 
 
-def _hibernate(p: Pid, h: Hibernate) -> None:
-    """The greenlet ends; the process waits for mail or a signal to run ``h.fn``."""
+def _hibernate(p: Pid, h: Hibernate) -> bool:
+    """The greenlet ends; the process waits for mail or a signal to run ``h.fn``.
+
+    For passivate (``h.to_disk``) with no mail waiting, fn, args and the state
+    are first written to an image file, here in the process's own greenlet and
+    outside LOCK; refused, the process hibernates in memory.  Answers False,
+    changing nothing, if an exit signal doomed the process meanwhile (the caller
+    settles it).
+    """
     p.fn = h.fn
     p.args = h.args_
+    image = None
+    if getattr(h, "to_disk", False) and not p.mailbox:
+        from . import _passivate
+
+        image = _passivate.write_image(p)
     with LOCK:
-        p._glet = None
-        p.life = _life.step(p.life, _life.HIBERNATE)
-        if p.mailbox:
-            _wake_locked(p, _life.MAIL)
+        hibernated = p.dying is ALIVE
+        if hibernated:
+            p._glet = None
+            p.life = _life.step(p.life, _life.HIBERNATE)
+            if image is not None and not p.mailbox:
+                p.life = _life.step(p.life, _life.PASSIVATE)
+                p.image, image = image, None
+                p.fn = p.args = p.state = None
+            if p.mailbox:
+                _wake_locked(p, _life.MAIL)
+    if image is not None:  # written but not kept: mail or a doom came meanwhile
+        from . import _passivate
+
+        _passivate.drop_file(image)
+    return hibernated
+
+
+def _restore(p: Pid) -> Any:
+    """In the woken greenlet, outside LOCK: read a passivated process's fn, args and state back."""
+    from . import _passivate
+
+    return _passivate.restore(p)
 
 
 # --------------------------------------------------------------------------
@@ -544,6 +581,10 @@ def flush_settled() -> None:
         if p.timers:
             for hook in exit_hooks:
                 hook(p)
+        if p.image is not None:  # it ended while passivated
+            from . import _passivate
+
+            _passivate.discard(p)
 
 
 def _settle_locked(p: Pid, reason: Any, value: Any) -> None:
@@ -587,7 +628,7 @@ def _settle_locked(p: Pid, reason: Any, value: Any) -> None:
     if not p.shell:
         p._glet = None
     waiters, p._waiters = p._waiters, None
-    if waiters or p.timers:
+    if waiters or p.timers or p.image is not None:
         _SETTLED.append((p, waiters))
 
 
