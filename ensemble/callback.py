@@ -75,6 +75,9 @@ class _Value:
         inner = ", ".join(repr(v) for v in self._values())
         return f"{type(self).__name__}({inner})"
 
+    def __reduce__(self) -> tuple:
+        return (type(self), self._values())
+
 
 # -- actions --------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ from . import request as _request
 from ._exceptions import Badarg, Exit
 from ._links import demonitor, monitor
 from ._names import alias, send, unalias
+from ._passivate import passivate
 from ._spawn import hibernate
 from ._terms import NODE, TIMEOUT
 from .select import NOMATCH
@@ -314,11 +315,7 @@ def _loop(srv: _Server) -> None:
         if msg is TIMEOUT:
             if idle is not None:
                 if srv.passivate_after is not None:
-                    from . import _spawn
-
-                    passivate = getattr(_spawn, "passivate", None)
-                    if passivate is not None:
-                        passivate(_loop, srv)
+                    passivate(_loop, srv)  # refused: stays hibernated in memory
                 hibernate(_loop, srv)
             srv.action = cb.WAIT_FOREVER
             if srv.has_timeout:
