@@ -21,7 +21,7 @@ from . import _process as P
 from ._exceptions import Badarg, CallError, Exit, StartError
 from ._links import demonitor, monitor, unlink
 from ._names import alias, send, unalias
-from ._terms import NODE, TIMEOUT, Alias
+from ._terms import NODE, TIMEOUT, Alias, new_alias
 from .select import NOMATCH
 
 __all__ = [
@@ -181,8 +181,9 @@ def call(dest: Any, request: Any, timeout: float | None = 5.0, label: str = CALL
     """Send ``(label, from_, request)`` to ``dest`` and wait for the reply (gen:call).
 
     Raises :class:`CallError` with ``"noproc"``, ``"calling_self"``,
-    ``"timeout"`` or the server's exit reason.  A reply arriving after the
-    call gave up is dropped (its alias is inactive by then).
+    ``"timeout"`` or the server's exit reason.  As OTP's, one reference is both
+    the monitor of the server and the alias the reply comes to; once the call
+    is over the alias is inactive, so a late reply is dropped.
     """
     pid = resolve(dest)
     if pid is None:
@@ -192,28 +193,50 @@ def call(dest: Any, request: Any, timeout: float | None = 5.0, label: str = CALL
         raise CallError("calling_self", request)
     if timeout is not None:
         timeout = P.check_timeout(timeout)
-    mref = monitor(pid)
-    tag = alias()
-    send(pid, (label, (me, tag), request))
+    tag = new_alias(me)
+    n = tag._n
+    with P.LOCK:
+        alive = pid.reason is P.ALIVE
+        if alive:
+            P.add_monitor_locked(me, pid, pid, tag)
+            aliases = me.aliases
+            if aliases is None:
+                me.aliases = aliases = set()
+            aliases.add(n)
+    if not alive:
+        raise CallError("noproc", request)
+    P.deliver(pid, (label, (me, tag), request))
 
     def answer(m: Any) -> Any:
         if type(m) is tuple:
-            n = len(m)
-            if n == 2 and m[0] is tag:
+            k = len(m)
+            if k == 2 and m[0] is tag:
                 return m
-            if n == 5 and m[1] is mref and m[0] == "DOWN":
+            if k == 5 and m[1] is tag and m[0] == "DOWN":
                 return m
         return NOMATCH
 
     got = P.receive(answer, timeout=timeout)
-    unalias(tag)
+    with P.LOCK:
+        me.aliases.discard(n)
+        P.drop_monitor_locked(me, tag)
     if got is TIMEOUT:
-        demonitor(mref, flush=True)
+        _flush_down(me, tag)
         raise CallError("timeout", request)
     if len(got) == 2:
-        demonitor(mref, flush=True)
+        _flush_down(me, tag)
         return got[1]
     raise CallError(got[4], request)
+
+
+def _flush_down(me: P.Pid, ref: Any) -> None:
+    """Remove a DOWN for ``ref`` that came before its monitor was dropped (demonitor's flush)."""
+    mailbox = me.mailbox
+    if mailbox:
+        for i, m in enumerate(list(mailbox)):  # only the owner removes: indices hold
+            if type(m) is tuple and len(m) == 5 and m[1] is ref and m[0] == "DOWN":
+                del mailbox[i]
+                return
 
 
 def reply(from_: tuple, value: Any) -> Any:

@@ -117,12 +117,7 @@ def monitor(target: Any) -> Ref:
             reason = "noproc" if (type(shown) is not tuple or shown[1] == NODE) else "noconnection"
             P.deliver_locked(me, ("DOWN", ref, "process", shown, reason))
         else:
-            if proc.watchers is None:
-                proc.watchers = {}
-            proc.watchers[ref] = (me, shown)
-            if me.monitors is None:
-                me.monitors = {}
-            me.monitors[ref] = (proc, shown)
+            P.add_monitor_locked(me, proc, shown, ref)
     return ref
 
 
@@ -135,11 +130,7 @@ def demonitor(ref: Ref, flush: bool = False) -> bool:
         raise Badarg(f"demonitor needs a ref, not {ref!r}")
     me = P.me()
     with P.LOCK:
-        held = me.monitors.pop(ref, None) if me.monitors else None
-        if held is not None:
-            proc = held[0]
-            if proc.watchers is not None:
-                proc.watchers.pop(ref, None)
+        P.drop_monitor_locked(me, ref)
     if flush:
         mailbox = me.mailbox
         for i, m in enumerate(list(mailbox)):  # only the owner removes: indices hold

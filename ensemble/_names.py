@@ -97,7 +97,7 @@ def alias() -> Alias:
     with P.LOCK:
         if me.aliases is None:
             me.aliases = set()
-        me.aliases.add(a)
+        me.aliases.add(a._n)
     return a
 
 
@@ -106,7 +106,7 @@ def unalias(a: Alias) -> bool:
     me = P.me()
     with P.LOCK:
         aliases = me.aliases
-        if aliases is not None and a in aliases:
-            aliases.discard(a)
+        if aliases is not None and type(a) is Alias and a._owner is me and a._n in aliases:
+            aliases.discard(a._n)
             return True
     return False

@@ -92,9 +92,9 @@ class Pid:
         "life",  # ensemble.life state
         "trap",  # trap_exit flag
         "links",  # set of Pid, or None (closed)
-        "monitors",  # {ref: (target Pid, shown target)} held by this process, or None
-        "watchers",  # {ref: (watcher Pid, shown target)} monitoring this process, or None
-        "aliases",  # set of active Alias, or None
+        "monitors",  # {ref int: (target Pid, shown target, ref)} held by this process, or None
+        "watchers",  # {ref int: (watcher Pid, shown target, ref)} monitoring this process, or None
+        "aliases",  # set of the ints of its active aliases, or None
         "name",  # registered name or None
         "state",  # the state cell (spawn_actor, state(), set_state())
         "fn",
@@ -609,9 +609,9 @@ def _settle_locked(p: Pid, reason: Any, value: Any) -> None:
         del NAMES[p.name]
     # 3. the monitors it held are dropped
     if held:
-        for ref, (target, _shown) in held.items():
+        for n, (target, _shown, _ref) in held.items():
             if target.watchers is not None:
-                target.watchers.pop(ref, None)
+                target.watchers.pop(n, None)
     # 4. it leaves the process table
     TABLE.pop(p.id, None)
     # 5. every linked process gets a link signal with the reason, normal included
@@ -620,9 +620,9 @@ def _settle_locked(p: Pid, reason: Any, value: Any) -> None:
             signal_locked(q, _signal.LINK, reason, p)
     # 6. every monitor is notified
     if watchers:
-        for ref, (w, shown) in watchers.items():
+        for n, (w, shown, ref) in watchers.items():
             if w.monitors is not None:
-                w.monitors.pop(ref, None)
+                w.monitors.pop(n, None)
             deliver_locked(w, ("DOWN", ref, "process", shown, reason))
     p.mailbox.clear()
     if not p.shell:
@@ -673,5 +673,34 @@ def deliver_alias(a: Alias, msg: Any) -> None:
     """Deliver through an alias while its owner keeps it active; else drop."""
     owner = a._owner
     aliases = owner.aliases
-    if aliases is not None and a in aliases:
+    if aliases is not None and a._n in aliases:
         deliver(owner, msg)
+
+
+# --------------------------------------------------------------------------
+# Monitors (the tables are keyed by a ref's int: C-speed hashing on hot paths)
+# --------------------------------------------------------------------------
+
+
+def add_monitor_locked(watcher: Pid, target: Pid, shown: Any, ref: Any) -> None:
+    """Under LOCK: ``watcher`` monitors the live ``target`` under ``ref``."""
+    n = ref._n
+    if target.watchers is None:
+        target.watchers = {}
+    target.watchers[n] = (watcher, shown, ref)
+    if watcher.monitors is None:
+        watcher.monitors = {}
+    watcher.monitors[n] = (target, shown, ref)
+
+
+def drop_monitor_locked(watcher: Pid, ref: Any) -> None:
+    """Under LOCK: remove ``watcher``'s monitor ``ref``, if it holds it."""
+    monitors = watcher.monitors
+    if not monitors:
+        return
+    held = monitors.get(ref._n)
+    if held is not None and held[2] == ref:
+        del monitors[ref._n]
+        target = held[0]
+        if target.watchers is not None:
+            target.watchers.pop(ref._n, None)

@@ -123,10 +123,7 @@ def _spawn_opt(
             p.links.add(parent)
         if monitor:
             ref = make_ref()
-            p.watchers = {ref: (parent, p)}
-            if parent.monitors is None:
-                parent.monitors = {}
-            parent.monitors[ref] = (p, p)
+            P.add_monitor_locked(parent, p, p, ref)
     P.start(p)
     return p, ref
 

@@ -53,9 +53,16 @@ class _Value:
     __slots__ = ()
     _fields: tuple[str, ...] = ()
 
-    def __init__(self, *values: Any) -> None:
-        for name, value in zip(self._fields, values, strict=True):
-            object.__setattr__(self, name, value)
+    def __init_subclass__(cls, **kw: Any) -> None:
+        """Give each answer a plain ``__init__`` over its fields: this runs per callback."""
+        super().__init_subclass__(**kw)
+        fields = cls.__dict__.get("_fields", ())
+        if fields:
+            args = ", ".join(fields)
+            body = "".join(f"    _set(self, {f!r}, {f})\n" for f in fields)
+            ns: dict = {"_set": object.__setattr__}
+            exec(f"def __init__(self, {args}):\n{body}", ns)  # noqa: S102 - built from field names only
+            cls.__init__ = ns["__init__"]  # type: ignore[misc]
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
