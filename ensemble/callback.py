@@ -12,7 +12,8 @@ and :func:`interpret` and carries out the answer.  The shapes are OTP's
 ``("stop", reason, reply, state)``; ``handle_cast``, ``handle_info``,
 ``handle_continue`` and ``handle_timeout`` the same without the reply forms.
 
-An action is a timeout in seconds (a number >= 0, or ``"infinity"``),
+An action is a timeout in seconds (a number >= 0, or ``"infinity"`` or None
+for no timeout),
 ``"hibernate"`` or ``("continue", c)``.  Anything else is a bad return, and
 the server stops with ``("bad_return_value", ret)``.
 """
@@ -76,7 +77,10 @@ class _Value:
         return all(a is b or a == b for a, b in zip(self._values(), other._values()))  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return hash((type(self), tuple(id(v) for v in self._values())))
+        try:
+            return hash((type(self), self._values()))
+        except TypeError:  # an unhashable field (a list state): equal answers still hash alike
+            return hash(type(self))
 
     def __repr__(self) -> str:
         inner = ", ".join(repr(v) for v in self._values())
@@ -128,6 +132,8 @@ def action_of(action: Any) -> Any:
         if action == float("inf"):
             return WAIT_FOREVER
         return _BAD_ACTION
+    if action is None:
+        return WAIT_FOREVER
     if t is str:
         if action == "hibernate":
             return HIBERNATE

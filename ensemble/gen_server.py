@@ -226,8 +226,13 @@ class _Server:
 
 
 def _init_it(starter: _gen.Starter, server: Any, name: Any, hib: Any, pas: Any) -> None:
-    """The new process: run init, acknowledge the starter, enter the loop."""
-    srv = _Server(server, starter.pid, name, hib, pas)
+    """The new process: run init, acknowledge the starter, enter the loop.
+
+    The parent is the starter for start_link, and the process itself for an
+    unlinked start (OTP's gen: ``Parent = self``), so only a linking starter's
+    EXIT stops a trapping server.
+    """
+    srv = _Server(server, starter.pid if starter.linked else P.me(), name, hib, pas)
     try:
         ret = server.init()
     except Exit as e:
@@ -328,8 +333,8 @@ def _loop(srv: _Server) -> None:
 
 def _decode(srv: _Server, msg: Any) -> None:
     """Hand one message to the right callback (gen_server's decode_msg)."""
-    if type(msg) is tuple:
-        n = len(msg)
+    n = len(msg) if type(msg) is tuple else 0
+    if n:
         tag = msg[0]
         if n == 3 and type(tag) is str:
             if tag == _gen.CALL:

@@ -35,6 +35,9 @@ def default_handler(report: dict) -> None:
     fields = dict(report)
     kind = fields.pop("kind")
     level = fields.pop("level", "error")
+    fields["kind"] = kind
+    if "event" in fields:  # structlog's own key: the report's event travels as "report_event"
+        fields["report_event"] = fields.pop("event")
     if structlog.is_configured():
         log = structlog.get_logger("ensemble")
     else:
