@@ -19,7 +19,15 @@ from . import _gen
 from . import logger as _logger
 from .select import NOMATCH
 
-__all__ = ["Debug", "Hooks", "handle", "suspended_matcher", "observed"]
+__all__ = ["Debug", "Hooks", "Refuse", "handle", "suspended_matcher", "observed"]
+
+
+class Refuse(Exception):
+    """Raised by a hook to refuse a system request with ``reason`` (sys raises it as CallError)."""
+
+    def __init__(self, reason: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class Hooks(Protocol):
@@ -58,6 +66,8 @@ def handle(debug: Debug, from_: Any, request: Any, hooks: Hooks) -> None:
     """Answer one system message (``terminate`` does not return)."""
     try:
         answer = _answer(debug, request, hooks)
+    except Refuse as e:
+        answer = ("error", e.reason)
     except Exception as e:  # noqa: BLE001 - a failing hook refuses the request, the process lives
         answer = ("error", ("callback_failed", e))
     _gen.reply(from_, answer)
