@@ -138,6 +138,7 @@ def start(
     got = P.receive(answer, timeout=timeout)
     unalias(ack)
     if got is TIMEOUT:
+        P.receive(lambda m: m if type(m) is tuple and len(m) == 2 and m[0] is ack else NOMATCH, timeout=0)
         if link:
             unlink(pid)
         from ._links import exit as exit_signal
@@ -221,7 +222,11 @@ def call(dest: Any, request: Any, timeout: float | None = 5.0, label: str = CALL
         me.aliases.discard(n)
         P.drop_monitor_locked(me, tag)
     if got is TIMEOUT:
+        # a reply may have come between the timeout and the alias going: take it (OTP's after 0)
+        late = P.receive(lambda m: m if type(m) is tuple and len(m) == 2 and m[0] is tag else NOMATCH, timeout=0)
         _flush_down(me, tag)
+        if late is not TIMEOUT:
+            return late[1]
         raise CallError("timeout", request)
     if len(got) == 2:
         _flush_down(me, tag)

@@ -338,7 +338,8 @@ def receive(matcher: Callable[[Any], Any] | None = None, *, timeout: float | Non
     p = me()
     if timeout is not None:
         timeout = check_timeout(timeout)
-        deadline = monotonic() + timeout
+        if timeout is not None:
+            deadline = monotonic() + timeout
     mailbox = p.mailbox
     start = 0
     while True:
@@ -365,13 +366,22 @@ def receive(matcher: Callable[[Any], Any] | None = None, *, timeout: float | Non
                 return TIMEOUT
 
 
-def check_timeout(timeout: Any) -> float:
-    """A timeout in seconds as given, or :class:`Badarg` for a negative or non-number."""
+#: A timeout at least this long (about 31 years) is a wait without end.
+FOREVER = 1e9
+
+
+def check_timeout(timeout: Any) -> float | None:
+    """A timeout in seconds as given, None for one of :data:`FOREVER` or more.
+
+    Raises :class:`Badarg` for a negative or non-number timeout.
+    """
     t = type(timeout)
-    if (t is float or t is int) and timeout >= 0:
-        return timeout
-    if t is not bool and isinstance(timeout, (int, float)) and timeout >= 0:
-        return float(timeout)
+    if t is not float and t is not int:
+        if t is bool or not isinstance(timeout, (int, float)):
+            raise Badarg(f"timeout must be a number of seconds >= 0 or None, not {timeout!r}")
+        timeout = float(timeout)
+    if timeout >= 0:
+        return timeout if timeout < FOREVER else None
     raise Badarg(f"timeout must be a number of seconds >= 0 or None, not {timeout!r}")
 
 

@@ -483,10 +483,13 @@ def _await(req: Any, timeout: float | None, delete: bool, abandon: bool) -> Any:
 
         got = P.receive(matcher, timeout=timeout)
         if got is TIMEOUT:
-            if abandon:
-                for r in req:
-                    _finish(r)
-            return "timeout"
+            if not abandon:
+                return "timeout"
+            for r in req:
+                _finish(r)
+            got = P.receive(matcher, timeout=0)  # a reply that came before the aliases went
+            if got is TIMEOUT:
+                return "timeout"
         answer, label, rest = got
         _finish_answered(req, rest, delete)
         return (answer, label, rest)
@@ -497,9 +500,11 @@ def _await(req: Any, timeout: float | None, delete: bool, abandon: bool) -> Any:
 
     got = P.receive(one, timeout=timeout)
     if got is TIMEOUT:
-        if abandon:
-            _finish(req)
-        return "timeout"
+        if not abandon:
+            return "timeout"
+        _finish(req)
+        got = P.receive(one, timeout=0)  # a reply that came before the alias went (OTP's after 0)
+        return "timeout" if got is TIMEOUT else got
     _finish(req)
     return got
 
