@@ -37,6 +37,9 @@ class Carrier:
         "ident",
         "live",
         "parked",
+        "handoff",
+        "handoff_seq",
+        "burst",
         "closing",
         "_keepalive",
         "_hold",
@@ -50,6 +53,9 @@ class Carrier:
         self.ident = 0
         self.live = 0  # processes whose greenlet runs here; touched on this thread only
         self.parked = 0  # greenlets parked waiting for a wake; this thread only
+        self.handoff: Any = None  # the process last woken from this thread, a hint for park
+        self.handoff_seq = 0  # the park of it that wake claimed
+        self.burst = 0  # parks in a row that handed off instead of going to the hub
         self.closing = False
         self._keepalive: Any = None  # ref'd async watcher of a carrier thread
         self._hold: Any = None  # adopted hubs: an async watcher, ref'd only while parked > 0

@@ -250,7 +250,10 @@ def reply(from_: tuple, value: Any) -> Any:
         tag = from_[1]
     except (TypeError, IndexError):
         raise Badarg(f"not a caller: {from_!r}") from None
-    send(tag, (tag, value))
+    if type(tag) is Alias:
+        P.deliver_alias(tag, (tag, value))
+    else:
+        send(tag, (tag, value))
     return value
 
 

@@ -58,6 +58,8 @@ PASSIVATED = _life.PASSIVATED
 DEAD = _life.DEAD
 _WAKE = object()  # what a message wake switches into a parked receive
 _NOT_WAITING: tuple = ()  # ``_wait`` while not parked in receive
+#: How many parks in a row may hand the carrier straight to the process they woke.
+HANDOFF_BURST = 32
 
 #: Called as ``hook(pid)`` after a process that had timers settled (ensemble.timer).
 exit_hooks: list[Callable[["Pid"], None]] = []
@@ -258,6 +260,9 @@ def wake(p: Pid) -> None:
         c = p.carrier
         if get_ident() == c.ident:
             c.loop.run_callback(_resume, p, seq)
+            if c.handoff is None:  # a hint for the next park on this carrier: see ``park``
+                c.handoff = p
+                c.handoff_seq = seq
         else:
             c.loop.run_callback_threadsafe(_resume, p, seq)
 
@@ -304,14 +309,29 @@ def park(p: Pid, seen: int, timeout: float | None) -> Any:
     c = p.carrier
     hub = c.hub
     timer = None
-    c.hold()
+    c.parked += 1  # Carrier.hold, inlined: this runs on every park
+    if c.parked == 1 and c._hold is not None:
+        c._hold.ref = True
     try:
         if timeout is not None:
             timer = hub.loop.timer(timeout)
             timer.start(_on_timeout, p, token)
+        q = c.handoff
+        if q is not None:
+            # Direct handoff: the process this one just woke on this carrier runs
+            # next, without a trip through the hub (its _resume callback, still
+            # scheduled, then finds the park over and does nothing).  Bounded, so
+            # the hub's other greenlets, timers and I/O get their turn.
+            c.handoff = None
+            if q._park == c.handoff_seq and q is not p and c.burst < HANDOFF_BURST:
+                c.burst += 1
+                return q._glet.switch(_WAKE)
+        c.burst = 0
         return hub.switch()
     finally:
-        c.unhold()
+        c.parked -= 1  # Carrier.unhold, inlined
+        if c.parked == 0 and c._hold is not None:
+            c._hold.ref = False
         p._park = 0
         p._wait = _NOT_WAITING
         if timer is not None:

@@ -66,8 +66,9 @@ class Alias(Ref):
 
     __slots__ = ("_owner",)
 
-    def __init__(self, n: int, owner: Any) -> None:
-        super().__init__(n)
+    def __init__(self, n: int, owner: Any) -> None:  # no super(): every call makes one
+        self._n = n
+        self._node = NODE
         self._owner = owner
 
     def __repr__(self) -> str:

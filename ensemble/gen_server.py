@@ -354,7 +354,9 @@ def _decode(srv: _Server, msg: Any) -> None:
 def _dispatch(srv: _Server, kind: str, arg: Any, msg: Any, from_: Any = None) -> None:
     """Run one callback, interpret its return (ensemble.callback) and carry it out."""
     srv.last = msg
-    _sysmsg.observed(srv.debug, srv.pid, (kind, arg))
+    debug = srv.debug
+    if debug.stats is not None or debug.trace:
+        _sysmsg.observed(debug, srv.pid, (kind, arg))
     server = srv.server
     try:
         if kind == "call":

@@ -1,0 +1,67 @@
+"""Scheduling on a carrier: a woken process may run straight away, but never starves the hub."""
+
+from __future__ import annotations
+
+import gevent
+
+import ensemble as e
+from ensemble import _process
+
+
+def test_ping_pong_does_not_starve_other_greenlets():
+    """Two processes messaging each other without pause still let a gevent greenlet run in between."""
+    rounds = 20000
+    progress = {"done": 0}
+
+    def pong():
+        while True:
+            m = e.receive()
+            if m == "stop":
+                return
+            e.send(m, "pong")
+
+    def ping(peer):
+        me = e.self()
+        for i in range(rounds):
+            e.send(peer, me)
+            e.receive()
+            progress["done"] = i + 1
+        e.send(peer, "stop")
+
+    seen = []
+    peer = e.spawn(pong)
+    pinger = e.spawn(ping, peer)
+    gevent.spawn(lambda: seen.append(progress["done"]))
+    e.join(pinger, timeout=30)
+    assert 1 == len(seen)
+    assert seen[0] < rounds, "the greenlet only ran once the ping-pong was over"
+
+
+def test_handoff_is_bounded_per_carrier():
+    """The burst of direct handoffs on one carrier is bounded."""
+    assert 1 <= _process.HANDOFF_BURST <= 64
+
+
+def test_handoff_keeps_message_order_and_replies():
+    """Request/reply between many pairs with direct handoff keeps every reply with its request."""
+    me = e.self()
+
+    def echo():
+        while True:
+            m = e.receive()
+            if m == "stop":
+                return
+            src, i = m
+            e.send(src, i)
+
+    def client(server, n):
+        got = []
+        for i in range(n):
+            e.send(server, (e.self(), i))
+            got.append(e.receive(timeout=5))
+        e.send(server, "stop")
+        e.send(me, got == list(range(n)))
+
+    for _ in range(8):
+        e.spawn(client, e.spawn(echo), 500)
+    assert [True] * 8 == [e.receive(timeout=10) for _ in range(8)]
