@@ -7,6 +7,8 @@ Every report is a dict with a ``kind`` and a ``level`` plus its fields:
 * ``gen_server_terminate`` / ``gen_statem_terminate``: a behaviour stopped with
   a reason that is not orderly: last message or event, state (through
   ``format_status``), reason;
+* ``gen_event_terminate`` (a handler removed for a crash or a bad return) and
+  ``gen_event_swap_failed``;
 * ``supervisor_report`` (later), ``sys_trace`` (level ``debug``).
 
 An orderly end (``"normal"``, ``"shutdown"``, ``("shutdown", term)``) and
