@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import ensemble as e
-from ensemble import life, select, signal, timer, timers
+from ensemble import callback, childspec, life, order, request, select, signal, statem, supervisor, timer, timers
 
 from .test_exit_signals import down_of
 
@@ -88,16 +88,64 @@ def test_timers_fire_what_the_table_says_is_due(monkeypatch):
     assert ("send", "tick") in fired
 
 
-@pytest.mark.parametrize("module", [signal, select, life, timers], ids=lambda m: m.__name__)
+DECISIONS = [signal, select, life, timers, callback, request, statem, childspec, order]
+
+
+@pytest.mark.parametrize("module", DECISIONS, ids=lambda m: m.__name__)
 def test_decision_modules_import_nothing_effectful(module):
-    """A decision module imports no part of the runtime, no gevent, greenlet, threads or clock."""
+    """A decision module imports only other decision modules and plain values, nothing effectful."""
     import ast
     import inspect
 
     tree = ast.parse(inspect.getsource(module))
-    relative = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level > 0]
+    allowed = {m.__name__.rsplit(".", 1)[1] for m in DECISIONS} | {"_terms"}
+    relative = [
+        n.module
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and n.level > 0 and n.module not in allowed
+    ]
     absolute = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
     absolute |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     effectful = {"gevent", "greenlet", "threading", "_thread", "time", "os", "socket", "ensemble"}
     assert [] == relative
     assert set() == {m for m in absolute if m.split(".")[0] in effectful}
+
+
+def test_supervisor_restarts_by_order_restart_plan(monkeypatch):
+    """The supervisor's restarts follow order.restart_plan: overruled, one_for_all acts as one_for_one."""
+    plans = []
+    real = order.restart_plan
+
+    def spy(strategy, children, failed):
+        plans.append(strategy)
+        return real("one_for_one", children, failed)
+
+    monkeypatch.setattr(order, "restart_plan", spy)
+    me = e.self()
+
+    def worker(tag):
+        e.send(me, ("up", tag, e.self()))
+        e.receive()
+        raise RuntimeError("crash")
+
+    sup = supervisor.start(
+        {"strategy": "one_for_all", "intensity": 5},
+        [{"id": "a", "start": lambda: e.spawn_link(worker, "a")},
+         {"id": "b", "start": lambda: e.spawn_link(worker, "b")}],
+    )
+    ups = [e.receive(timeout=5) for _ in range(2)]
+    a = [pid for (_, tag, pid) in ups if tag == "a"][0]
+    b = [pid for (_, tag, pid) in ups if tag == "b"][0]
+    e.send(a, "crash")
+    assert ("up", "a") == e.receive(timeout=5)[:2]
+    assert ["one_for_all"] == plans
+    assert e.is_alive(b), "the plan said one_for_one, so b must not be restarted"
+    supervisor.stop(sup)
+
+
+def test_supervisor_validates_through_childspec(monkeypatch):
+    """supervisor.start refuses what childspec.check_flags refuses, with its reason."""
+    monkeypatch.setattr(childspec, "check_flags", lambda flags: ("error", ("vetoed", flags)))
+    with pytest.raises(e.StartError) as info:
+        supervisor.start({}, [])
+    assert ("supervisor_data", ("vetoed", {})) == info.value.reason
