@@ -1,4 +1,4 @@
-"""A tour of ensemble in one run: a small job service built from processes.
+"""A tour of ensemble in one run: a job service built from processes, then a supervised application.
 
     python examples/demo.py
 
@@ -121,3 +121,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    print()
+    import supervised  # examples/supervised.py: the same ideas as an OTP application
+
+    supervised.main()

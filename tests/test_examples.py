@@ -1,0 +1,37 @@
+"""The examples run: the Quick start's demo prints its story, the supervised tree restarts its worker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_example(name: str) -> str:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name)],
+        capture_output=True, text=True, timeout=60, env=env, cwd=str(ROOT),
+    )
+    assert 0 == done.returncode, done.stderr
+    return done.stdout
+
+
+def test_demo_runs_the_job_service_and_the_supervised_application():
+    """examples/demo.py answers every job, retries the crashed one, then runs the supervised tree."""
+    out = run_example("demo.py")
+    assert "got result for ('bad', 4): 16" in out
+    assert "counter actor's total after 1..10: 55" in out
+    assert "orders placed, counted by the undisturbed sibling: 7" in out
+
+
+def test_supervised_example_restarts_the_crashing_worker_twice():
+    """examples/supervised.py shows two restarts of the payments worker and a clean stop."""
+    out = run_example("supervised.py")
+    assert 2 == out.count("child_terminated: child 'payments'")
+    assert 2 == out.count("was replaced by")
+    assert "after stop: []" in out
