@@ -33,7 +33,7 @@ from . import childspec as cs
 from . import gen_server
 from . import logger as _logger
 from . import order
-from ._exceptions import Exit
+from ._exceptions import Exit, StartError
 from ._links import demonitor, link, monitor, unlink
 from ._links import exit as exit_signal
 from ._terms import TIMEOUT
@@ -211,7 +211,7 @@ class _Supervisor(gen_server.GenServer):
         fn, args = (start, ()) if callable(start) else (start[0], tuple(start[1]))
         try:
             ret = fn(*args, *child.args)
-        except Exit as e:
+        except (Exit, StartError) as e:  # exit(r), or a behaviour's start_link failing with r
             result: Any = cs.Failed(e.reason)
         except Exception as e:  # a crashing start fails the child with the exception
             result = cs.Failed(e)
@@ -236,7 +236,7 @@ class _Supervisor(gen_server.GenServer):
         if pid is None:
             return
         self.dynamic.pop(pid, None)
-        reason = _stop_process(pid, child.spec["shutdown"])
+        reason = _stop_process(pid, child.spec["shutdown"], child.spec["restart"] == "permanent")
         if reason is not None:
             self._report("shutdown_error", reason, child, pid)
 
@@ -489,25 +489,34 @@ def _is(reason: Any, *names: str) -> bool:
     return type(reason) is str and reason in names
 
 
-def _stop_process(pid: P.Pid, shutdown: Any) -> Any:
-    """Stop one child; None if it ended as expected, else the reason to report."""
+def _expected(reason: Any, permanent: bool) -> bool:
+    """Whether a child stopped with "shutdown" ended as OTP's shutdown/2 accepts."""
+    if _is(reason, "shutdown", "noproc"):
+        return True
+    return not permanent and (_is(reason, "normal") or is_shutdown(reason))
+
+
+def _stop_process(pid: P.Pid, shutdown: Any, permanent: bool) -> Any:
+    """Stop one child as OTP's shutdown/2 does; None if it ended as expected, else the reason to report.
+
+    A child killed because it outlived its shutdown time is reported (``"killed"``).
+    """
     mref = monitor(pid)
     unlink(pid)
     early = _flush_exit(pid)
     if early is not TIMEOUT:  # it had exited already: report that reason unless orderly
         _down_of(mref, None)
-        return None if is_shutdown(early) else early
+        return None if _expected(early, permanent) else early
     if shutdown == "brutal_kill":
         exit_signal(pid, "kill")
         reason = _down_of(mref, None)
-        return None if _is(reason, "killed") else reason
+        return None if _is(reason, "killed", "noproc") else reason
     exit_signal(pid, "shutdown")
     reason = _down_of(mref, None if shutdown == "infinity" else shutdown)
     if reason is TIMEOUT:
         exit_signal(pid, "kill")
-        reason = _down_of(mref, None)
-        return None if _is(reason, "killed") else reason
-    return None if _is(reason, "shutdown", "noproc") else reason
+        return _down_of(mref, None)
+    return None if _expected(reason, permanent) else reason
 
 
 def _stop_many(kids: list, shutdown: Any) -> list:
@@ -526,10 +535,8 @@ def _stop_many(kids: list, shutdown: Any) -> list:
         reason = _down_of(mref, left)
         if reason is TIMEOUT:
             exit_signal(pid, "kill")
-            reason = _down_of(mref, None)
-            if not _is(reason, "killed"):
-                failures.append((child, reason))
-        elif not _is(reason, "shutdown", "noproc", "killed"):
+            failures.append((child, _down_of(mref, None)))  # outlived the shutdown time: reported
+        elif not (_expected(reason, child.spec["restart"] == "permanent") or _is(reason, "killed")):
             failures.append((child, reason))
         demonitor(mref, flush=True)
     return failures
