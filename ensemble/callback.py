@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ._values import Value
+
 __all__ = [
     "Wait",
     "Hibernate",
@@ -48,46 +50,7 @@ __all__ = [
 KINDS: Final = frozenset({"call", "cast", "info", "continue", "timeout"})
 
 
-class _Value:
-    """Base of the small immutable answers: equal when of one type with equal fields."""
-
-    __slots__ = ()
-    _fields: tuple[str, ...] = ()
-
-    def __init_subclass__(cls, **kw: Any) -> None:
-        """Give each answer a plain ``__init__`` over its fields: this runs per callback."""
-        super().__init_subclass__(**kw)
-        fields = cls.__dict__.get("_fields", ())
-        if fields:
-            args = ", ".join(fields)
-            body = "".join(f"    _set(self, {f!r}, {f})\n" for f in fields)
-            ns: dict = {"_set": object.__setattr__}
-            exec(f"def __init__(self, {args}):\n{body}", ns)  # noqa: S102 - built from field names only
-            cls.__init__ = ns["__init__"]  # type: ignore[misc]
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
-    def _values(self) -> tuple:
-        return tuple(getattr(self, f) for f in self._fields)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(a is b or a == b for a, b in zip(self._values(), other._values()))  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        try:
-            return hash((type(self), self._values()))
-        except TypeError:  # an unhashable field (a list state): equal answers still hash alike
-            return hash(type(self))
-
-    def __repr__(self) -> str:
-        inner = ", ".join(repr(v) for v in self._values())
-        return f"{type(self).__name__}({inner})"
-
-    def __reduce__(self) -> tuple:
-        return (type(self), self._values())
+_Value = Value  # the shared immutable-answer base (ensemble._values)
 
 
 # -- actions --------------------------------------------------------------------

@@ -49,6 +49,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Final
 
+from ._values import Value, same
+
 __all__ = [
     "DEFAULT_FLAGS",
     "STRATEGIES",
@@ -130,14 +132,7 @@ def _fields(d: dict) -> dict:
     return {k: v for k, v in dict.items(d) if type(k) is str}
 
 
-def _same(a: Any, b: Any) -> bool:
-    # Identity first, then a guarded ``==`` (an id's ``__eq__`` may raise or answer an array).
-    if a is b:
-        return True
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
+_same = same
 
 
 # -- flags -------------------------------------------------------------------------
@@ -251,42 +246,7 @@ def shown_spec(full_spec: dict) -> dict:
 # -- what a start callable returned --------------------------------------------------
 
 
-class _Answer:
-    """Base of the small immutable answers: equal when of one type with equal fields."""
-
-    __slots__ = ()
-    _fields: tuple[str, ...] = ()
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
-    def _values(self) -> tuple:
-        return tuple(getattr(self, f) for f in self._fields)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(_same(a, b) for a, b in zip(self._values(), other._values()))  # type: ignore[attr-defined]
-
-    def __ne__(self, other: object) -> bool:
-        eq = self.__eq__(other)
-        return eq if eq is NotImplemented else not eq
-
-    def __hash__(self) -> int:
-        try:
-            return hash((type(self), self._values()))
-        except Exception:  # an unhashable field: equal answers still hash alike
-            return hash(type(self))
-
-    def __repr__(self) -> str:
-        inner = ", ".join(repr(v) for v in self._values())
-        return f"{type(self).__name__}({inner})"
-
-    def __reduce__(self) -> tuple:
-        return (type(self), self._values())
+_Answer = Value  # the shared immutable-answer base (ensemble._values)
 
 
 class Started(_Answer):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import inspect
 import math
 import pickle
@@ -787,17 +786,6 @@ def test_may_rejects_unknown_operations_and_states():
 
 
 # -- purity -------------------------------------------------------------------------------------------
-
-
-def test_childspec_imports_nothing_effectful():
-    """childspec imports no part of the runtime, no gevent, greenlet, threads or clock, and nothing relative."""
-    tree = ast.parse(inspect.getsource(childspec))
-    relative = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level > 0]
-    absolute = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
-    absolute |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    effectful = {"gevent", "greenlet", "threading", "_thread", "time", "os", "socket", "ensemble"}
-    assert [] == relative
-    assert set() == {m for m in absolute if m.split(".")[0] in effectful}
 
 
 def test_every_export_exists_and_functions_have_docstrings():
