@@ -165,6 +165,42 @@ def start(
     raise StartError(result[1])
 
 
+def start_behaviour(
+    obj: Any,
+    init_it: Callable[..., Any],
+    args: tuple,
+    *,
+    link: bool,
+    name: str | None,
+    timeout: float | None,
+    trap_exit: bool,
+    dispatcher: str,
+    idle_timeouts: tuple = (),
+) -> Any:
+    """:func:`start` for a behaviour object (a class is instantiated first).
+
+    ``init_it(starter, obj, *args)`` runs in the new process; its initial call
+    is recorded as ``(module, "Class.init", 0)``.  ``idle_timeouts`` (such as
+    hibernate_after) are checked before anything starts.
+    """
+    if isinstance(obj, type):
+        obj = obj()
+    for value in idle_timeouts:
+        if value is not None:
+            P.check_timeout(value)
+    cls = type(obj)
+    return start(
+        init_it,
+        (obj, *args),
+        link=link,
+        name=name,
+        timeout=timeout,
+        trap_exit=trap_exit,
+        dispatcher=dispatcher,
+        initial_call=(cls.__module__, f"{cls.__qualname__}.init", 0),
+    )
+
+
 def _flush_exit(pid: P.Pid) -> None:
     """Drop an ``("EXIT", pid, _)`` the failed start left in a trapping caller's mailbox."""
     P.receive(

@@ -155,21 +155,16 @@ def _start(
     passivate_after: float | None,
     dispatcher: str,
 ) -> Any:
-    if isinstance(server, type):
-        server = server()
-    for value in (hibernate_after, passivate_after):
-        if value is not None:
-            P.check_timeout(value)
-    cls = type(server)
-    return _gen.start(
+    return _gen.start_behaviour(
+        server,
         _init_it,
-        (server, name, hibernate_after, passivate_after),
+        (name, hibernate_after, passivate_after),
         link=link,
         name=name,
         timeout=timeout,
         trap_exit=trap_exit,
         dispatcher=dispatcher,
-        initial_call=(cls.__module__, f"{cls.__qualname__}.init", 0),
+        idle_timeouts=(hibernate_after, passivate_after),
     )
 
 

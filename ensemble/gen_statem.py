@@ -148,20 +148,16 @@ def _start(
     dispatcher: str,
     state_enter: bool,
 ) -> Any:
-    if isinstance(machine, type):
-        machine = machine()
-    if hibernate_after is not None:
-        P.check_timeout(hibernate_after)
-    cls = type(machine)
-    return _gen.start(
+    return _gen.start_behaviour(
+        machine,
         _init_it,
-        (machine, name, hibernate_after, state_enter),
+        (name, hibernate_after, state_enter),
         link=link,
         name=name,
         timeout=timeout,
         trap_exit=trap_exit,
         dispatcher=dispatcher,
-        initial_call=(cls.__module__, f"{cls.__qualname__}.init", 0),
+        idle_timeouts=(hibernate_after,),
     )
 
 
