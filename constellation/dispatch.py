@@ -1,0 +1,323 @@
+"""Dispatch strategies: which subscription gets which buffered event.
+
+Pure rules, no I/O: :mod:`constellation.core` asks :func:`dispatch` after
+every ``Ask``, ``Push``, ``Cancel`` and ``ParticipantDown`` and applies the
+answer.  The rules are constellation 0.2's (``domains/dispatcher.gleam`` and
+its ``demand``, ``broadcast``, ``partition`` and ``custom`` sub-modules,
+``docs/adr/0004-dispatch-ordering.md``):
+
+A :class:`Target` is one active subscription as the strategy sees it: its
+``id``, its outstanding ``demand`` (>= 0) and its ``partition``.  The targets
+come in *dispatch order*; :func:`dispatch` answers a :class:`DispatchResult`
+with the targets in their new order and demand, one :class:`Delivery` per
+target that received events (never an empty one), and the ``remaining``
+events (in their relative order) that stay buffered.
+
+1. :func:`demand` -- per event, the first target (in the current order)
+   with demand > 0 gets it and the order becomes ``targets after it ++
+   targets before it ++ [it]``.  The rotation is a cyclic one, so it
+   persists across commands: pushes ``[1]``, ``[2]``, ``[3]`` to two
+   subscriptions go first, second, first.  When no target has demand the
+   rest stays buffered.  Capacity: some target has demand > 0.
+2. :func:`broadcast` -- a strict barrier: ``count = min(len(events), min
+   demand of all targets)``; every target gets the same first ``count``
+   events; the order never changes.  Capacity: there is a target and every
+   target has demand > 0 (a new subscriber blocks everyone until it asks).
+3. :func:`partition` -- per event, the first target in the current order
+   whose ``partition == key(event)`` and whose demand > 0 gets it and moves
+   to the end of the order.  An event with no such owner stays buffered and
+   dispatch goes on with the next event (no head-of-line blocking); several
+   targets may share a partition (round robin).  Capacity: some target has
+   demand > 0.
+4. :func:`custom` -- per event, ``select(targets, event)`` (the targets with
+   the demand already taken in this dispatch) names an id or ``None``.  The
+   library enforces safety: ``None``, an id that is no target, or a target
+   without demand leaves the event buffered (in relative order) and the loop
+   goes on.  Otherwise that target's demand drops by one and it gets the
+   event.  The order is never rotated.  Capacity: some target has demand > 0.
+
+Deliveries of :func:`demand`, :func:`partition` and :func:`custom` come in
+the order each target first received an event in this dispatch; those of
+:func:`broadcast` in target order.  Every delivery is FIFO.  An exception
+raised by a ``key`` or ``select`` function propagates unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any, Callable, Hashable, Iterable, Optional
+
+__all__ = [
+    "Strategy",
+    "Target",
+    "Delivery",
+    "DispatchResult",
+    "demand",
+    "broadcast",
+    "partition",
+    "custom",
+    "dispatch",
+    "has_capacity",
+]
+
+_DEMAND = "demand"
+_BROADCAST = "broadcast"
+_PARTITION = "partition"
+_CUSTOM = "custom"
+
+
+@dataclass(frozen=True, slots=True)
+class Strategy:
+    """A dispatch strategy; build one with :func:`demand`, :func:`broadcast`, :func:`partition` or :func:`custom`."""
+
+    kind: str
+    function: Optional[Callable[..., Any]] = None
+
+    def __repr__(self) -> str:
+        if self.function is None:
+            return f"{self.kind}()"
+        return f"{self.kind}({self.function!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One active subscription as a strategy sees it (``demand`` >= 0)."""
+
+    id: Hashable
+    demand: int
+    partition: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """Events for one subscription, in FIFO order (never empty in a result)."""
+
+    id: Hashable
+    events: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchResult:
+    """The targets in their new order and demand, the deliveries, and the events left buffered."""
+
+    targets: tuple[Target, ...]
+    deliveries: tuple[Delivery, ...]
+    remaining: tuple
+
+
+_DEMAND_STRATEGY = Strategy(_DEMAND)
+_BROADCAST_STRATEGY = Strategy(_BROADCAST)
+
+
+def demand() -> Strategy:
+    """Per-event round robin over the targets with demand; the rotation persists."""
+    return _DEMAND_STRATEGY
+
+
+def broadcast() -> Strategy:
+    """Every target gets every event; the slowest subscriber holds everyone back."""
+    return _BROADCAST_STRATEGY
+
+
+def partition(key: Callable[[Any], int]) -> Strategy:
+    """Each event goes to an owner of partition ``key(event)``; no head-of-line blocking."""
+    if not callable(key):
+        raise TypeError(f"partition key must be callable, got {key!r}")
+    return Strategy(_PARTITION, key)
+
+
+def custom(select: Callable[[tuple[Target, ...], Any], Optional[Hashable]]) -> Strategy:
+    """``select(targets, event)`` picks a target id (or ``None``); the library enforces demand."""
+    if not callable(select):
+        raise TypeError(f"custom selector must be callable, got {select!r}")
+    return Strategy(_CUSTOM, select)
+
+
+def _check(strategy: Any) -> None:
+    if type(strategy) is not Strategy:
+        raise TypeError(f"not a dispatch strategy: {strategy!r}")
+
+
+def has_capacity(strategy: Strategy, targets: Iterable[Target]) -> bool:
+    """Whether ``strategy`` could deliver anything at all to ``targets``."""
+    _check(strategy)
+    demands = [t.demand for t in targets]
+    return _capacity(strategy.kind, demands)
+
+
+def _capacity(kind: str, demands: Iterable[int]) -> bool:
+    if kind == _BROADCAST:
+        demands = list(demands)
+        return bool(demands) and min(demands) > 0
+    return any(d > 0 for d in demands)
+
+
+def dispatch(strategy: Strategy, targets: Iterable[Target], events: Iterable[Any]) -> DispatchResult:
+    """Run ``strategy`` over ``events`` for ``targets`` (in dispatch order); see the module rules."""
+    _check(strategy)
+    targets = tuple(targets)
+    events = tuple(events)
+    order = []
+    demands: dict[Hashable, int] = {}
+    partitions: dict[Hashable, int] = {}
+    for t in targets:
+        if type(t) is not Target:
+            raise TypeError(f"not a Target: {t!r}")
+        if t.id in demands:
+            raise ValueError(f"duplicate target id {t.id!r}")
+        if type(t.demand) is not int or t.demand < 0:
+            raise ValueError(f"target demand must be an int >= 0, got {t.demand!r}")
+        order.append(t.id)
+        demands[t.id] = t.demand
+        partitions[t.id] = t.partition
+    new_order, deliveries, remaining = _run(strategy, tuple(order), demands, partitions, events)
+    return DispatchResult(
+        tuple(Target(i, demands[i], partitions[i]) for i in new_order),
+        tuple(Delivery(i, evs) for i, evs in deliveries),
+        remaining,
+    )
+
+
+def _run(
+    strategy: Strategy,
+    order: tuple,
+    demands: dict,
+    partitions: dict,
+    events: tuple,
+) -> tuple[tuple, list[tuple[Hashable, tuple]], tuple]:
+    """The engine behind :func:`dispatch`: ``demands`` is updated in place.
+
+    Answers ``(new_order, [(id, events), ...], remaining)``; the core calls
+    it directly to avoid building :class:`Target` values.
+    """
+    kind = strategy.kind
+    if kind == _DEMAND:
+        return _run_demand(order, demands, events)
+    if kind == _BROADCAST:
+        return _run_broadcast(order, demands, events)
+    if kind == _PARTITION:
+        return _run_partition(strategy.function, order, demands, partitions, events)
+    return _run_custom(strategy.function, order, demands, partitions, events)
+
+
+def _run_demand(order: tuple, demands: dict, events: tuple):
+    n = len(events)
+    active = [i for i in order if demands[i] > 0]
+    if not active or n == 0:
+        return order, [], events
+    if len(active) == 1:
+        only = active[0]
+        take = demands[only]
+        if take > n:
+            take = n
+        demands[only] -= take
+        k = order.index(only) + 1
+        return order[k:] + order[:k], [(only, events[:take])], events[take:]
+    # Round robin in bulk: ``r`` full rounds over the ``m`` active targets
+    # give target ``j`` the events ``off + j, off + j + m, ...`` (a strided
+    # slice); targets whose demand runs out leave the cycle, which keeps
+    # its order, so the next round starts at the first survivor again.
+    first = active
+    parts: dict[Hashable, list] = {i: [] for i in active}
+    off = 0
+    last = None
+    while active and off < n:
+        m = len(active)
+        left = n - off
+        r = left // m
+        low = min([demands[i] for i in active])
+        if low < r:
+            r = low
+        if r == 0:
+            for j in range(left):
+                i = active[j]
+                parts[i].append(events[off + j : off + j + 1])
+                demands[i] -= 1
+            last = active[left - 1]
+            off = n
+            break
+        end = off + r * m
+        for j, i in enumerate(active):
+            parts[i].append(events[off + j : end : m])
+            demands[i] -= r
+        last = active[-1]
+        off = end
+        if low == r:
+            active = [i for i in active if demands[i] > 0]
+    deliveries = []
+    for i in first:
+        p = parts[i]
+        if p:
+            deliveries.append((i, p[0] if len(p) == 1 else tuple(chain.from_iterable(p))))
+    k = order.index(last) + 1
+    return order[k:] + order[:k], deliveries, events[off:]
+
+
+def _run_broadcast(order: tuple, demands: dict, events: tuple):
+    if not order:
+        return order, [], events
+    count = min(len(events), min([demands[i] for i in order]))
+    if count <= 0:
+        return order, [], events
+    sent = events[:count]
+    for i in order:
+        demands[i] -= count
+    return order, [(i, sent) for i in order], events[count:]
+
+
+def _run_partition(key: Callable[[Any], int], order: tuple, demands: dict, partitions: dict, events: tuple):
+    rotation = list(order)
+    budget = sum(demands.values())
+    parts: dict[Hashable, list] = {}
+    remaining = []
+    for pos, event in enumerate(events):
+        if budget == 0:
+            remaining.extend(events[pos:])
+            break
+        want = key(event)
+        chosen = None
+        for i in rotation:
+            if demands[i] > 0 and partitions[i] == want:
+                chosen = i
+                break
+        if chosen is None:
+            remaining.append(event)
+            continue
+        demands[chosen] -= 1
+        budget -= 1
+        rotation.remove(chosen)
+        rotation.append(chosen)
+        got = parts.get(chosen)
+        if got is None:
+            parts[chosen] = [event]
+        else:
+            got.append(event)
+    return tuple(rotation), [(i, tuple(evs)) for i, evs in parts.items()], tuple(remaining)
+
+
+def _run_custom(select: Callable[..., Any], order: tuple, demands: dict, partitions: dict, events: tuple):
+    parts: dict[Hashable, list] = {}
+    remaining = []
+    view = None
+    for event in events:
+        if view is None:
+            view = tuple(Target(i, demands[i], partitions[i]) for i in order)
+        chosen = select(view, event)
+        try:
+            ok = chosen is not None and demands.get(chosen, 0) > 0
+        except TypeError:  # an unhashable pick names no target
+            ok = False
+        if not ok:
+            remaining.append(event)
+            continue
+        # Store under the target's own id object, not the selector's equal one.
+        chosen = next(i for i in order if i == chosen)
+        demands[chosen] -= 1
+        view = None
+        got = parts.get(chosen)
+        if got is None:
+            parts[chosen] = [event]
+        else:
+            got.append(event)
+    return order, [(i, tuple(evs)) for i, evs in parts.items()], tuple(remaining)

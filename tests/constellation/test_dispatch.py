@@ -1,0 +1,289 @@
+"""Laws and ADR 0004 examples for constellation.dispatch (spec §1.1, §3 items 4 and 5)."""
+
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from constellation.dispatch import (
+    Delivery,
+    DispatchResult,
+    Target,
+    broadcast,
+    custom,
+    demand,
+    dispatch,
+    has_capacity,
+    partition,
+)
+
+SETTINGS = settings(max_examples=100, deadline=None)
+
+
+# A naive, per-event transcription of the spec's rules: the optimised
+# engine must agree with it exactly (targets, deliveries, remaining).
+
+
+def _deliver(deliveries, i, event):
+    for pos, (j, evs) in enumerate(deliveries):
+        if j == i:
+            deliveries[pos] = (j, evs + (event,))
+            return
+    deliveries.append((i, (event,)))
+
+
+def reference(kind, fn, targets, events):
+    ts = [[t.id, t.demand, t.partition] for t in targets]
+    deliveries = []
+    remaining = []
+    if kind == "broadcast":
+        count = min([len(events)] + [t[1] for t in ts]) if ts else 0
+        for t in ts:
+            t[1] -= count
+        if count:
+            deliveries = [(t[0], tuple(events[:count])) for t in ts]
+        remaining = list(events[count:])
+    elif kind == "demand":
+        for pos, event in enumerate(events):
+            k = next((k for k, t in enumerate(ts) if t[1] > 0), None)
+            if k is None:
+                remaining = list(events[pos:])
+                break
+            sel = ts[k]
+            sel[1] -= 1
+            _deliver(deliveries, sel[0], event)
+            ts = ts[k + 1 :] + ts[:k] + [sel]
+    elif kind == "partition":
+        for event in events:
+            want = fn(event)
+            k = next((k for k, t in enumerate(ts) if t[1] > 0 and t[2] == want), None)
+            if k is None:
+                remaining.append(event)
+                continue
+            sel = ts.pop(k)
+            sel[1] -= 1
+            ts.append(sel)
+            _deliver(deliveries, sel[0], event)
+    else:
+        for event in events:
+            pick = fn(tuple(Target(*t) for t in ts), event)
+            sel = next((t for t in ts if pick is not None and t[0] == pick and t[1] > 0), None)
+            if sel is None:
+                remaining.append(event)
+                continue
+            sel[1] -= 1
+            _deliver(deliveries, sel[0], event)
+    return DispatchResult(
+        tuple(Target(*t) for t in ts),
+        tuple(Delivery(i, evs) for i, evs in deliveries),
+        tuple(remaining),
+    )
+
+
+def key(event):
+    return event % 3
+
+
+def pick_by_event(targets, event):
+    """Selects target number ``event`` (mod len + 1, the extra slot meaning an unknown id)."""
+    if not targets:
+        return None
+    k = event % (len(targets) + 2)
+    if k == len(targets):
+        return "nobody"
+    if k == len(targets) + 1:
+        return None
+    return targets[k].id
+
+
+STRATEGIES = [
+    ("demand", None, demand()),
+    ("broadcast", None, broadcast()),
+    ("partition", key, partition(key)),
+    ("custom", pick_by_event, custom(pick_by_event)),
+]
+
+
+@st.composite
+def targets_st(draw):
+    n = draw(st.integers(0, 5))
+    return [Target(f"s{i}", draw(st.integers(0, 6)), draw(st.integers(0, 3))) for i in range(n)]
+
+
+events_st = st.lists(st.integers(0, 1000), max_size=30)
+strategy_st = st.sampled_from(STRATEGIES)
+
+
+@SETTINGS
+@given(strategy_st, targets_st(), events_st)
+def test_agrees_with_the_naive_transcription(strat, targets, events):
+    """The engine answers exactly what a per-event reading of the spec answers."""
+    kind, fn, s = strat
+    assert reference(kind, fn, targets, events) == dispatch(s, targets, events)
+
+
+@SETTINGS
+@given(strategy_st, targets_st(), events_st)
+def test_demand_safety_and_conservation(strat, targets, events):
+    """No target gets more than its demand, demand drops by what it got, nothing is lost or duplicated."""
+    _, _, s = strat
+    r = dispatch(s, targets, events)
+    before = {t.id: t.demand for t in targets}
+    after = {t.id: t.demand for t in r.targets}
+    assert sorted(before) == sorted(after)
+    got = Counter()
+    for d in r.deliveries:
+        assert () != d.events
+        assert d.id in before
+        got[d.id] += len(d.events)
+    for i in before:
+        assert before[i] - got[i] == after[i]
+        assert after[i] >= 0
+    if s == broadcast():
+        delivered = list(r.deliveries[0].events) if r.deliveries else []
+    else:
+        delivered = [e for d in r.deliveries for e in d.events]
+    assert Counter(events) == Counter(delivered) + Counter(r.remaining)
+
+
+def _is_subsequence(sub, seq):
+    it = iter(seq)
+    return all(any(x == y for y in it) for x in sub)
+
+
+@SETTINGS
+@given(strategy_st, targets_st(), st.lists(st.integers(0, 1000), max_size=30, unique=True))
+def test_order_is_kept(strat, targets, events):
+    """Each delivery and the remaining events are subsequences of the input (FIFO, relative order)."""
+    _, _, s = strat
+    r = dispatch(s, targets, events)
+    for d in r.deliveries:
+        assert True is _is_subsequence(d.events, events)
+    assert True is _is_subsequence(r.remaining, events)
+
+
+@SETTINGS
+@given(targets_st(), events_st)
+def test_demand_takes_a_prefix_and_rotates_cyclically(targets, events):
+    """Demand dispatch delivers a prefix of ``min(len, total demand)`` events and only rotates the order."""
+    r = dispatch(demand(), targets, events)
+    taken = min(len(events), sum(t.demand for t in targets))
+    assert tuple(events[taken:]) == r.remaining
+    ids = [t.id for t in targets]
+    new = [t.id for t in r.targets]
+    assert True is any(ids[k:] + ids[:k] == new for k in range(max(1, len(ids))))
+
+
+@SETTINGS
+@given(targets_st(), events_st)
+def test_broadcast_is_a_strict_barrier(targets, events):
+    """Everyone gets the same head of ``min(len, min demand)`` events, in target order, order unchanged."""
+    r = dispatch(broadcast(), targets, events)
+    count = min([len(events)] + [t.demand for t in targets]) if targets else 0
+    expected = tuple(Delivery(t.id, tuple(events[:count])) for t in targets) if count else ()
+    assert expected == r.deliveries
+    assert tuple(events[count:]) == r.remaining
+    assert [t.id for t in targets] == [t.id for t in r.targets]
+
+
+@SETTINGS
+@given(targets_st(), events_st)
+def test_partition_respects_keys_and_blocks_no_line(targets, events):
+    """Each event goes to an owner of its partition; a remaining event had no owner with demand left."""
+    r = dispatch(partition(key), targets, events)
+    owner = {t.id: t.partition for t in targets}
+    for d in r.deliveries:
+        assert all(owner[d.id] == key(e) for e in d.events)
+    left = {t.partition for t in r.targets if t.demand > 0}
+    for e in r.remaining:
+        assert key(e) not in left
+
+
+@SETTINGS
+@given(targets_st(), events_st)
+def test_custom_never_rotates(targets, events):
+    """The custom strategy keeps the target order."""
+    r = dispatch(custom(pick_by_event), targets, events)
+    assert [t.id for t in targets] == [t.id for t in r.targets]
+
+
+@SETTINGS
+@given(strategy_st, targets_st())
+def test_has_capacity(strat, targets):
+    """Broadcast needs every target to have demand; the others need any target to have some."""
+    kind, _, s = strat
+    if kind == "broadcast":
+        expected = bool(targets) and all(t.demand > 0 for t in targets)
+    else:
+        expected = any(t.demand > 0 for t in targets)
+    assert expected == has_capacity(s, targets)
+
+
+def test_demand_round_robin_example():
+    """Round robin over [a, b] delivers a first, then b; the order rotates past the last pick."""
+    r = dispatch(demand(), [Target("a", 2), Target("b", 2)], [1, 2, 3])
+    assert (Delivery("a", (1, 3)), Delivery("b", (2,))) == r.deliveries
+    assert (Target("b", 1), Target("a", 0)) == r.targets
+    assert () == r.remaining
+
+
+def test_demand_skips_targets_without_demand():
+    """A target without demand is skipped and ends up before the selected one."""
+    r = dispatch(demand(), [Target("a", 0), Target("b", 1), Target("c", 0)], [1, 2])
+    assert (Delivery("b", (1,)),) == r.deliveries
+    assert ("c", "a", "b") == tuple(t.id for t in r.targets)
+    assert (2,) == r.remaining
+
+
+def test_partition_round_robins_owners_without_head_of_line_blocking():
+    """Owners of a partition take turns; an unowned event does not block later ones."""
+    targets = [Target("a", 5, 0), Target("b", 5, 0), Target("c", 5, 1)]
+    r = dispatch(partition(lambda e: e[0]), targets, [(2, "x"), (0, 1), (1, 2), (0, 3), (0, 4)])
+    expected = (
+        Delivery("a", ((0, 1), (0, 4))),
+        Delivery("c", ((1, 2),)),
+        Delivery("b", ((0, 3),)),
+    )
+    assert expected == r.deliveries
+    assert ((2, "x"),) == r.remaining
+
+
+def test_custom_sees_decremented_demand_and_unsafe_picks_stay_buffered():
+    """The selector sees demand already taken; unknown, None and zero-demand picks leave the event buffered."""
+    seen = []
+
+    def select(targets, event):
+        seen.append(tuple(t.demand for t in targets))
+        return {"a": "a", "z": "zz", "n": None}[event]
+
+    r = dispatch(custom(select), [Target("a", 1), Target("b", 3)], ["a", "z", "a", "n"])
+    assert (Delivery("a", ("a",)),) == r.deliveries
+    assert ("z", "a", "n") == r.remaining
+    assert [(1, 3), (0, 3), (0, 3), (0, 3)] == seen
+
+
+def test_bad_arguments():
+    """Non-callable keys and selectors, bad targets and non-strategies are refused."""
+    with pytest.raises(TypeError):
+        partition(3)
+    with pytest.raises(TypeError):
+        custom(None)
+    with pytest.raises(TypeError):
+        dispatch("demand", [], [])
+    with pytest.raises(ValueError):
+        dispatch(demand(), [Target("a", -1)], [])
+    with pytest.raises(ValueError):
+        dispatch(demand(), [Target("a", 1), Target("a", 1)], [])
+
+
+def test_selector_exceptions_propagate():
+    """An exception from ``select`` or ``key`` reaches the caller unchanged."""
+
+    def boom(*_):
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        dispatch(custom(boom), [Target("a", 1)], [1])
+    with pytest.raises(KeyError):
+        dispatch(partition(boom), [Target("a", 1)], [1])
