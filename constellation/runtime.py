@@ -1,0 +1,313 @@
+"""The pure runtime: a participant registry and effect routing over the protocol core.
+
+A :class:`Runtime` is the core's :class:`~constellation.core.StageState` plus a
+registry: which handle each participant id is reached through, and which
+participant owns each subscription.  Every operation answers
+``(runtime, [Deliver(to, message), ...])``: the core's effects resolved into
+messages for handles (``SendEvents`` becomes ``Deliver(handle, Events(id,
+events))``, ``NotifyCancelled`` becomes ``Deliver(handle, Cancelled(id))`` and
+drops the route).  Nothing here does I/O; the stage process executes the
+deliveries.
+
+Rules (spec §1.2, §3.14): one participant id is reached through one handle, so
+a second subscription of the same participant with a different handle raises
+:class:`ParticipantAlreadyRegistered`; the same handle may own many
+subscriptions; a participant's entry lives until its last subscription is
+removed.  Every error leaves the runtime unchanged (it is a value: operations
+return a new one).  Core errors propagate as themselves
+(:class:`constellation.core.StageError` subclasses); the registry's own are
+:class:`RoutingError` subclasses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Hashable
+
+from . import core
+
+__all__ = [
+    "Runtime",
+    "Events",
+    "Cancelled",
+    "Deliver",
+    "RoutingError",
+    "ParticipantAlreadyRegistered",
+    "MissingSubscriptionRoute",
+    "MissingParticipantRoute",
+    "InvalidConsumptionReport",
+    "new",
+    "subscribe",
+    "ask",
+    "push",
+    "cancel",
+    "participant_down",
+    "shutdown",
+    "check_consumption",
+    "has_participant",
+    "has_subscription",
+    "handle_of",
+    "participant_of",
+    "participants",
+    "routes",
+]
+
+
+# --------------------------------------------------------------------------
+# Messages
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Events:
+    """Events for the subscription ``id``, in delivery order."""
+
+    id: Hashable
+    events: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """The subscription ``id`` is cancelled; nothing more comes for it."""
+
+    id: Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """Send ``message`` (:class:`Events` or :class:`Cancelled`) to the handle ``to``."""
+
+    to: Any
+    message: Events | Cancelled
+
+
+# --------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------
+
+
+class RoutingError(Exception):
+    """Base of the registry's errors (the core's errors are StageError subclasses).
+
+    Errors compare equal by type and fields.
+    """
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.args == other.args  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.args))
+
+
+class ParticipantAlreadyRegistered(RoutingError):
+    """``participant_id`` is already registered with a different handle."""
+
+    def __init__(self, participant_id: Hashable) -> None:
+        super().__init__(f"participant {participant_id!r} is already registered with another handle")
+        self.participant_id = participant_id
+
+    def __repr__(self) -> str:
+        return f"ParticipantAlreadyRegistered({self.participant_id!r})"
+
+
+class MissingSubscriptionRoute(RoutingError):
+    """No route is registered for the subscription ``id``."""
+
+    def __init__(self, id: Hashable) -> None:  # noqa: A002 - the spec's field name
+        super().__init__(f"no route for subscription {id!r}")
+        self.id = id
+
+    def __repr__(self) -> str:
+        return f"MissingSubscriptionRoute({self.id!r})"
+
+
+class MissingParticipantRoute(RoutingError):
+    """No handle is registered for ``participant_id``."""
+
+    def __init__(self, participant_id: Hashable) -> None:
+        super().__init__(f"no handle for participant {participant_id!r}")
+        self.participant_id = participant_id
+
+    def __repr__(self) -> str:
+        return f"MissingParticipantRoute({self.participant_id!r})"
+
+
+class InvalidConsumptionReport(RoutingError):
+    """A consumption report must count at least one event; ``amount`` did not."""
+
+    def __init__(self, amount: Any) -> None:
+        super().__init__(f"a consumption report needs a positive amount, not {amount!r}")
+        self.amount = amount
+
+    def __repr__(self) -> str:
+        return f"InvalidConsumptionReport({self.amount!r})"
+
+
+# --------------------------------------------------------------------------
+# The runtime value
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """Core state plus registry; treat it as a value (operations return a new one).
+
+    ``participants`` maps participant id to handle, ``routes`` subscription id
+    to participant id, ``owned`` participant id to its number of routes.
+    """
+
+    state: Any
+    participants: dict
+    routes: dict
+    owned: dict
+
+
+def new(strategy: Any = None, buffer_capacity: int | None = None) -> Runtime:
+    """An empty runtime over ``core.new(strategy, buffer_capacity)`` (strategy None: demand)."""
+    return Runtime(core.new(strategy, buffer_capacity), {}, {}, {})
+
+
+def subscribe(rt: Runtime, id: Hashable, participant_id: Hashable, partition: int, handle: Any) -> tuple:  # noqa: A002
+    """Register ``id`` for ``participant_id`` reached through ``handle``; answers ``(rt, [])``.
+
+    Raises :class:`ParticipantAlreadyRegistered` when the participant has
+    another handle (checked first), or the core's ``DuplicateSubscription``.
+    """
+    known = rt.participants.get(participant_id, _ABSENT)
+    if known is not _ABSENT and not _same_handle(known, handle):
+        raise ParticipantAlreadyRegistered(participant_id)
+    state, effects = core.update(rt.state, core.Subscribe(id, participant_id, partition))
+    participants = rt.participants
+    if known is _ABSENT:
+        participants = dict(participants)
+        participants[participant_id] = handle
+    routes = dict(rt.routes)
+    routes[id] = participant_id
+    owned = dict(rt.owned)
+    owned[participant_id] = owned.get(participant_id, 0) + 1
+    rt2 = Runtime(state, participants, routes, owned)
+    return _resolve(rt2, effects)
+
+
+def ask(rt: Runtime, id: Hashable, n: int) -> tuple:  # noqa: A002
+    """Add ``n`` demand to ``id`` and route what it dispatches."""
+    return _apply(rt, core.Ask(id, n))
+
+
+def push(rt: Runtime, events: Any) -> tuple:
+    """Push ``events`` and route what they dispatch (the core may raise BufferCapacityExceeded)."""
+    return _apply(rt, core.Push(events))
+
+
+def cancel(rt: Runtime, id: Hashable) -> tuple:  # noqa: A002
+    """Cancel ``id`` (idempotent for a cancelled one); its handle gets :class:`Cancelled`."""
+    return _apply(rt, core.Cancel(id))
+
+
+def participant_down(rt: Runtime, participant_id: Hashable) -> tuple:
+    """Cancel every subscription of ``participant_id`` and re-dispatch the buffer."""
+    return _apply(rt, core.ParticipantDown(participant_id))
+
+
+def shutdown(rt: Runtime) -> tuple:
+    """Cancel every active subscription (no dispatch); each handle gets :class:`Cancelled`."""
+    return _apply(rt, core.Shutdown())
+
+
+def check_consumption(rt: Runtime, id: Hashable, amount: Any) -> None:  # noqa: A002
+    """Validate a consumption report (telemetry only): positive amount, a routed subscription."""
+    if type(amount) is not int or amount <= 0:
+        raise InvalidConsumptionReport(amount)
+    if id not in rt.routes:
+        raise MissingSubscriptionRoute(id)
+
+
+def has_participant(rt: Runtime, participant_id: Hashable) -> bool:
+    """Whether ``participant_id`` has a registered handle."""
+    return participant_id in rt.participants
+
+
+def has_subscription(rt: Runtime, id: Hashable) -> bool:  # noqa: A002
+    """Whether ``id`` has a route (an active subscription)."""
+    return id in rt.routes
+
+
+def handle_of(rt: Runtime, participant_id: Hashable) -> Any:
+    """The handle of ``participant_id``; raises :class:`MissingParticipantRoute`."""
+    try:
+        return rt.participants[participant_id]
+    except KeyError:
+        raise MissingParticipantRoute(participant_id) from None
+
+
+def participant_of(rt: Runtime, id: Hashable) -> Hashable:  # noqa: A002
+    """The participant owning ``id``; raises :class:`MissingSubscriptionRoute`."""
+    try:
+        return rt.routes[id]
+    except KeyError:
+        raise MissingSubscriptionRoute(id) from None
+
+
+def participants(rt: Runtime) -> dict:
+    """A copy of the registry: participant id to handle."""
+    return dict(rt.participants)
+
+
+def routes(rt: Runtime) -> dict:
+    """A copy of the routes: subscription id to participant id."""
+    return dict(rt.routes)
+
+
+# --------------------------------------------------------------------------
+# Internals
+# --------------------------------------------------------------------------
+
+_ABSENT = object()
+
+
+def _same_handle(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - an odd __eq__ means "not the same handle"
+        return False
+
+
+def _apply(rt: Runtime, command: Any) -> tuple:
+    state, effects = core.update(rt.state, command)
+    return _resolve(Runtime(state, rt.participants, rt.routes, rt.owned), effects)
+
+
+def _resolve(rt: Runtime, effects: list) -> tuple:
+    """Turn effects into deliveries; copies the registry only when a route goes."""
+    if not effects:
+        return rt, []
+    participants, routes, owned = rt.participants, rt.routes, rt.owned
+    copied = False
+    out = []
+    for effect in effects:
+        id_ = effect.id
+        pid = routes.get(id_, _ABSENT)
+        if pid is _ABSENT:
+            raise MissingSubscriptionRoute(id_)
+        handle = participants.get(pid, _ABSENT)
+        if handle is _ABSENT:
+            raise MissingParticipantRoute(pid)
+        if type(effect) is core.SendEvents:
+            out.append(Deliver(handle, Events(id_, tuple(effect.events))))
+            continue
+        out.append(Deliver(handle, Cancelled(id_)))
+        if not copied:
+            participants, routes, owned = dict(participants), dict(routes), dict(owned)
+            copied = True
+        del routes[id_]
+        left = owned[pid] - 1
+        if left:
+            owned[pid] = left
+        else:
+            del owned[pid]
+            del participants[pid]
+    return Runtime(rt.state, participants, routes, owned), out
