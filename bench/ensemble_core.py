@@ -62,7 +62,6 @@ from _harness import (  # noqa: E402
     best_of,
     ensure_importable,
     environment,
-    gc_paused,
     json_line,
     loadavg,
     markdown_table,

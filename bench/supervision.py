@@ -358,8 +358,8 @@ def bench_history(quick: bool, reps: int) -> list[Result]:
     best, samples = best_of(reps, [("ensemble", lambda: fn(n))])
     rate = n / best["ensemble"]
     title = "one_for_one restarts, all under one supervisor"
-    note = (f"intensity N + 10 over 3600 s: each restart walks the whole history "
-            f"(OTP's lists:takewhile), so the cost per restart grows with N on both sides")
+    note = ("intensity N + 10 over 3600 s: each restart walks the whole history "
+            "(OTP's lists:takewhile), so the cost per restart grows with N on both sides")
     results = _erlang_result("history_erlang", "2", title, n, n, reps, rate, samples["ensemble"], note)
     if not results:
         results.append(Result("history", "2", title, n, UNIT, rate, note=note,

@@ -55,7 +55,7 @@ def jobs_service():
                     print(f"  jobs: {job} crashed with {reason!r}, retrying as {retry}")
                 else:
                     e.send(reply_to, ("failed", job, reason))
-            case ("EXIT", _pid, "normal"):
+            case ("EXIT", _, "normal"):
                 pass
             case "stop":
                 return "stopped"

@@ -1097,7 +1097,7 @@ def test_a_linked_supervisor_dies_with_its_parent_and_takes_its_children():
 def test_an_abnormal_exit_is_reported_as_child_terminated(reports):
     """A child's abnormal exit is reported: child_terminated, its reason, the child's id, pid, restart, type."""
     me = e.self()
-    sup = supervisor.start(ONE, [child(me, "a")], name="reporting_sup")
+    supervisor.start(ONE, [child(me, "a")], name="reporting_sup")
     pid = started("a")
     gen_server.cast(pid, ("stop", "boom"))
     started("a")
