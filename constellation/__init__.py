@@ -99,3 +99,6 @@ def start(
     bad setting.  The stage is not linked to the caller.
     """
     return _start_stage(strategy, buffer_capacity, call_timeout, reporter)
+
+
+from . import source as source, worker_pool as worker_pool  # noqa: E402 - submodules that import the package

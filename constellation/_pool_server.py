@@ -1,0 +1,452 @@
+"""The worker pool's processes: the workers and the pool server (a gen_server owning a pure core stage).
+
+The pool server holds the pure :mod:`constellation.core` stage state (and, for
+a source-fed pool, the pure :mod:`constellation._source_core` reservation) and
+carries out what they answer: one ``Work`` message per delivered batch, one
+completion message back per handled batch.  :mod:`constellation.worker_pool`
+is the public face.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import ensemble as e
+from ensemble import gen_server
+
+from . import _notifier
+from . import _source_core as sc
+from . import core
+from . import source as _source
+from ._pool_types import (
+    AlreadyStopping,
+    BatchCompleted,
+    BatchStarted,
+    Config,
+    PoolError,
+    PoolStopped,
+    PoolStopping,
+    Snapshot,
+    SourceManaged,
+    StageProtocol,
+    WorkerId,
+    WorkerReplaced,
+    WorkerStarted,
+    WorkerStopped,
+)
+from .core import Ask, NotifyCancelled, ParticipantDown, Push, SendEvents, Shutdown, StageError, Subscribe
+
+PUSH = "$constellation.pool.push"
+SNAPSHOT = ("$constellation.pool.snapshot",)
+STOP = ("$constellation.pool.stop",)
+_OK = ("ok", None)
+
+# --------------------------------------------------------------------------
+# Workers
+# --------------------------------------------------------------------------
+
+
+class _Tag:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<worker_pool {self.name}>"
+
+
+_WORK = _Tag("work")  # pool -> worker: (_WORK, events)
+_QUIT = _Tag("quit")  # pool -> worker: (_QUIT,)
+_READY = _Tag("ready")  # worker -> pool: (_READY, n)
+_DONE = _Tag("done")  # worker -> pool: (_DONE, n, count)
+
+
+def _take_done(m: Any) -> Any:
+    """A matcher taking a worker's completion message."""
+    return m if type(m) is tuple and m and m[0] is _DONE else e.NOMATCH
+
+
+def _worker(
+    pool: Any,
+    n: int,
+    slot: int,
+    initial_state: Callable[[int], Any],
+    handle_batch: Any,
+    handle_event: Any,
+    notifier: Any,
+) -> None:
+    """A worker's life: make its state, then handle batches until told to quit or the pool is gone."""
+    owner = e.monitor(pool)
+    state = initial_state(slot)
+    send = e.send
+    receive = e.receive
+    send(pool, (_READY, n))
+    wid = WorkerId(n)
+    notify = _notifier.notify
+    while True:
+        msg = receive()
+        if type(msg) is tuple:
+            tag = msg[0]
+            if tag is _WORK:
+                events = msg[1]
+                count = len(events)
+                if notifier is not None:
+                    notify(notifier, BatchStarted(wid, count))
+                if handle_event is not None:
+                    for event in events:
+                        state = handle_event(state, event)
+                else:
+                    state = handle_batch(state, events)
+                if notifier is not None:
+                    notify(notifier, BatchCompleted(wid, count))
+                send(pool, (_DONE, n, count))
+            elif tag is _QUIT:
+                return
+            elif tag == "DOWN" and msg[1] is owner:
+                return
+
+
+class _Worker:
+    __slots__ = ("id", "slot", "pid", "mref", "sub")
+
+    def __init__(self, id: WorkerId, slot: int, pid: Any, mref: Any, sub: str) -> None:
+        self.id = id
+        self.slot = slot
+        self.pid = pid
+        self.mref = mref
+        self.sub = sub
+
+
+class _WorkerStartFailed(Exception):
+    def __init__(self, reason: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# --------------------------------------------------------------------------
+# The pool process
+# --------------------------------------------------------------------------
+
+_REPORTER_STOPPED = "telemetry notifier stopped"
+_SOURCE_STOPPED = "asynchronous source callback stopped"
+
+
+class _State:
+    """The pool process's state: the pure core stage and reservation, plus the process bookkeeping."""
+
+    __slots__ = (
+        "stage",
+        "reservation",
+        "source_id",
+        "workers",
+        "by_sub",
+        "by_mref",
+        "order",
+        "next_id",
+        "stopping",
+        "shutdown_started",
+        "waiters",
+        "reporter",
+        "reporter_mref",
+        "notifier_source",
+        "source_mref",
+        "me",
+    )
+
+    def __init__(self) -> None:
+        self.stage: Any = None
+        self.reservation: sc.Reservation | None = None
+        self.source_id: Any = None
+        self.workers: dict[int, _Worker] = {}
+        self.by_sub: dict[str, Any] = {}  # subscription id -> worker pid
+        self.by_mref: dict[Any, _Worker] = {}
+        self.order: list[int] = []  # worker numbers, start order, replacements last
+        self.next_id = 1
+        self.stopping = False
+        self.shutdown_started = False
+        self.waiters: list = []
+        self.reporter: Any = None
+        self.reporter_mref: Any = None
+        self.notifier_source: Any = None
+        self.source_mref: Any = None
+        self.me: Any = None
+
+
+class _PoolServer(gen_server.GenServer):
+    def __init__(self, config: Config, notify_source: Any, source_id: Any) -> None:
+        self.config = config
+        self.notify_source = notify_source
+        self.source_id = source_id
+
+    # -- init ---------------------------------------------------------------------------
+
+    def init(self) -> Any:
+        cfg = self.config
+        st = _State()
+        st.me = e.self()
+        if cfg.reporter is not None:
+            st.reporter, st.reporter_mref = _notifier.start(cfg.reporter, _notifier.ISOLATE)
+        if self.notify_source is not None:
+            st.notifier_source, st.source_mref = _notifier.start(self.notify_source, _notifier.PROPAGATE)
+            st.reservation = sc.new()
+            st.source_id = self.source_id
+        st.stage = core.new(None, cfg.buffer_capacity)
+        try:
+            for slot in range(cfg.size):
+                w = self._start_worker(st, slot)
+                self._report(st, WorkerStarted(w.id, slot))
+        except _WorkerStartFailed as err:
+            for w in list(st.workers.values()):
+                e.exit(w.pid, "kill")
+            return ("stop", ("worker_start_failed", err.reason))
+        self._reconcile(st)
+        return ("ok", st)
+
+    def _report(self, st: _State, event: Any) -> None:
+        if st.reporter is not None:
+            _notifier.notify(st.reporter, event)
+
+    def _start_worker(self, st: _State, slot: int) -> _Worker:
+        cfg = self.config
+        n = st.next_id
+        st.next_id = n + 1
+        pid, mref = e.spawn_monitor(
+            _worker,
+            st.me,
+            n,
+            slot,
+            cfg.initial_state,
+            cfg.handle_batch,
+            cfg.handle_event,
+            st.reporter,
+            dispatcher=cfg.dispatcher,
+        )
+
+        def started(m: Any) -> Any:
+            if type(m) is tuple:
+                if len(m) == 2 and m[0] is _READY and m[1] == n:
+                    return m
+                if len(m) == 5 and m[1] is mref and m[0] == "DOWN":
+                    return m
+            return e.NOMATCH
+
+        got = e.receive(started, timeout=cfg.timeout)
+        if got is e.TIMEOUT:
+            e.demonitor(mref, flush=True)
+            e.exit(pid, "kill")
+            raise _WorkerStartFailed("timeout")
+        if len(got) == 5:
+            raise _WorkerStartFailed(got[4])
+        sub = f"pool-worker-{n}"
+        w = _Worker(WorkerId(n), slot, pid, mref, sub)
+        st.workers[n] = w
+        st.by_sub[sub] = pid
+        st.by_mref[mref] = w
+        st.order.append(n)
+        stage, _ = core.update(st.stage, Subscribe(sub, sub, 0))
+        stage, effects = core.update(stage, Ask(sub, cfg.prefetch))
+        st.stage = stage
+        self._run(st, effects)
+        return w
+
+    # -- effects ------------------------------------------------------------------------
+
+    @staticmethod
+    def _run(st: _State, effects: list) -> None:
+        by_sub = st.by_sub
+        send = e.send
+        for eff in effects:
+            pid = by_sub.get(eff.id)
+            if pid is None:
+                continue
+            if type(eff) is SendEvents:
+                send(pid, (_WORK, eff.events))
+            elif type(eff) is NotifyCancelled:
+                send(pid, (_QUIT,))
+
+    def _source_actions(self, st: _State, actions: list) -> None:
+        notifier = st.notifier_source
+        sid = st.source_id
+        for a in actions:
+            t = type(a)
+            if t is sc.GrantCapacity:
+                _notifier.notify(notifier, _source.DemandGranted(_source.DemandGrant(sid, a.id, a.amount)))
+            elif t is sc.RevokeGrant:
+                _notifier.notify(notifier, _source.GrantRevoked(_source.DemandGrant(sid, a.id, a.amount)))
+            elif t is sc.StopSource:
+                _notifier.notify(notifier, _source.SourceStopped())
+
+    def _reconcile(self, st: _State) -> None:
+        r = st.reservation
+        if r is None or st.stopping:
+            return
+        stage = st.stage
+        capacity = core.available_demand(stage) - core.buffer_size(stage)
+        r, actions = sc.reconcile(r, capacity)
+        st.reservation = r
+        if actions:
+            self._source_actions(st, actions)
+
+    # -- calls --------------------------------------------------------------------------
+
+    def handle_call(self, request: Any, from_: Any, st: _State) -> Any:
+        tag = request[0]
+        if tag == PUSH:
+            if st.stopping:
+                return ("reply", ("error", AlreadyStopping()), st)
+            if st.reservation is not None:
+                return ("reply", ("error", SourceManaged()), st)
+            try:
+                stage, effects = core.update(st.stage, Push(request[1]))
+            except StageError as err:
+                return ("reply", ("error", StageProtocol(err)), st)
+            st.stage = stage
+            self._run(st, effects)
+            return ("reply", _OK, st)
+        if request is SNAPSHOT or request == SNAPSHOT:
+            workers = tuple(st.workers[n].id for n in st.order)
+            return ("reply", ("ok", Snapshot(workers, core.buffer_size(st.stage), st.stopping)), st)
+        if request is STOP or request == STOP:
+            return self._stop(from_, st)
+        if tag == _source.SUPPLY:
+            return ("reply", self._supply(st, request), st)
+        return ("reply", ("error", PoolError(f"unknown request {request!r}")), st)
+
+    def _stop(self, from_: Any, st: _State) -> Any:
+        if st.stopping:
+            return ("reply", ("error", AlreadyStopping()), st)
+        self._report(st, PoolStopping())
+        st.stopping = True
+        st.waiters.append(from_)
+        if st.reservation is not None:
+            st.reservation, actions = sc.shutdown(st.reservation)
+            self._source_actions(st, actions)
+        if core.buffer_size(st.stage) == 0:
+            return self._begin_shutdown(st)
+        return ("noreply", st)
+
+    def _begin_shutdown(self, st: _State) -> Any:
+        st.shutdown_started = True
+        stage, effects = core.update(st.stage, Shutdown())
+        st.stage = stage
+        self._run(st, effects)  # a quit queued behind each worker's pending batches
+        if not st.workers:
+            return self._finish(st)
+        return ("noreply", st)
+
+    def _finish(self, st: _State) -> Any:
+        self._report(st, PoolStopped())
+        for waiter in st.waiters:
+            gen_server.reply(waiter, _OK)
+        st.waiters = []
+        return ("stop", "normal", st)
+
+    def _supply(self, st: _State, request: tuple) -> tuple:
+        _, source_id, grant_id, offset, events = request
+        if st.reservation is None or st.stopping:
+            return ("error", sc.SourceUnavailable("stopping" if st.stopping else "no source"))
+        if source_id != st.source_id:
+            return ("error", sc.SourceMismatch())
+        try:
+            reservation, result = sc.supply(st.reservation, grant_id, offset, len(events))
+        except sc.SupplyProtocol as err:
+            return ("error", err)
+        if reservation is not st.reservation:  # accepted, and something to deliver
+            try:
+                stage, effects = core.update(st.stage, Push(events))
+            except StageError as err:
+                return ("error", sc.SourceUnavailable(err))  # neither the reservation nor the stage moves
+            st.stage = stage
+            st.reservation = reservation
+            self._run(st, effects)
+        self._reconcile(st)
+        return ("ok", result)
+
+    # -- casts --------------------------------------------------------------------------
+
+    def handle_cast(self, request: Any, st: _State) -> Any:
+        if type(request) is tuple and len(request) == 2 and st.reservation is not None and not st.stopping:
+            tag, source_id = request
+            if source_id == st.source_id:
+                if tag == _source.UNAVAILABLE:
+                    st.reservation, actions = sc.unavailable(st.reservation)
+                    self._source_actions(st, actions)
+                elif tag == _source.AVAILABLE:
+                    stage = st.stage
+                    capacity = core.available_demand(stage) - core.buffer_size(stage)
+                    st.reservation, actions = sc.available(st.reservation, capacity)
+                    self._source_actions(st, actions)
+        return ("noreply", st)
+
+    # -- messages -----------------------------------------------------------------------
+
+    def handle_info(self, msg: Any, st: _State) -> Any:
+        if type(msg) is tuple:
+            tag = msg[0]
+            if tag is _DONE:  # the hot path: renew what the worker completed
+                return self._completions(msg, st)
+            if tag == "DOWN" and len(msg) == 5:
+                return self._down(msg[1], msg[4], st)
+        return ("noreply", st)
+
+    def _completions(self, msg: tuple, st: _State) -> Any:
+        """Renew the demand of completed batches: this one, and the ones queued right behind it.
+
+        Completions already waiting are taken here with a polling selective
+        receive, without a trip through the gen_server loop each; renewing
+        demand commutes with the other requests, so taking them first is safe.
+        """
+        workers = st.workers
+        by_sub = st.by_sub
+        send = e.send
+        update = core.update
+        while True:
+            w = workers.get(msg[1])
+            if w is not None and not st.shutdown_started:
+                stage, effects = update(st.stage, Ask(w.sub, msg[2]))
+                st.stage = stage
+                for eff in effects:
+                    pid = by_sub.get(eff.id)
+                    if pid is not None:
+                        send(pid, (_WORK, eff.events) if type(eff) is SendEvents else (_QUIT,))
+                if st.stopping:
+                    if core.buffer_size(stage) == 0:
+                        return self._begin_shutdown(st)
+                elif st.reservation is not None:
+                    self._reconcile(st)
+            msg = e.receive(_take_done, timeout=0)
+            if msg is e.TIMEOUT:
+                return ("noreply", st)
+
+    def _down(self, mref: Any, reason: Any, st: _State) -> Any:
+        w = st.by_mref.pop(mref, None)
+        if w is None:
+            if mref is st.reporter_mref and mref is not None:
+                return ("stop", _REPORTER_STOPPED, st)
+            if mref is st.source_mref and mref is not None:
+                return ("stop", _SOURCE_STOPPED, st)
+            return ("noreply", st)
+        n = w.id.value
+        del st.workers[n]
+        st.by_sub.pop(w.sub, None)
+        st.order.remove(n)
+        self._report(st, WorkerStopped(w.id, w.slot))
+        if st.shutdown_started:
+            if not st.workers:
+                return self._finish(st)
+            return ("noreply", st)
+        # at-most-once: the dead worker's batch and outstanding demand are dropped
+        stage, effects = core.update(st.stage, ParticipantDown(w.sub))
+        st.stage = stage
+        self._run(st, effects)
+        try:
+            replacement = self._start_worker(st, w.slot)
+        except _WorkerStartFailed as err:
+            return ("stop", ("worker_start_failed", err.reason), st)
+        self._report(st, WorkerStarted(replacement.id, w.slot))
+        self._report(st, WorkerReplaced(w.id, replacement.id, w.slot))
+        if st.stopping and core.buffer_size(st.stage) == 0:
+            return self._begin_shutdown(st)
+        self._reconcile(st)
+        return ("noreply", st)
