@@ -271,3 +271,92 @@ def _figure(v: float, unit: str) -> str:
     if unit.startswith("B"):
         return f"{v:,.0f} {unit}"
     return f"{_num(v)} {unit}"
+
+
+# --------------------------------------------------------------------------
+# The driver every benchmark's main() uses
+# --------------------------------------------------------------------------
+
+
+def versions(dists: Sequence[str]) -> dict[str, str]:
+    """The installed version of each distribution (``"not installed"`` when absent), and ensemble's."""
+    from importlib import metadata
+
+    out = {}
+    for dist in dists:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    try:
+        import ensemble
+
+        out["ensemble"] = getattr(ensemble, "__version__", "?")
+    except ImportError:
+        out["ensemble"] = "not importable"
+    return out
+
+
+def run(
+    bench: str,
+    doc: str,
+    measurements: dict[str, Callable[[bool, int], list[Result]]],
+    argv: list[str] | None = None,
+    *,
+    dists: Sequence[str] = ("gevent", "greenlet"),
+    reps: int = 3,
+    quick_help: str = "every N divided by 50 (CI smoke run)",
+    add_arguments: Callable[[Any], None] | None = None,
+    before: Callable[[Any], int | None] | None = None,
+    after: Callable[[Any], None] | None = None,
+    prints_own_lines: Sequence[str] = (),
+) -> int:
+    """Parse ``--quick/--reps/--only``, run the chosen measurements, print lines, table and JSON.
+
+    ``add_arguments(parser)`` adds a benchmark's own options; ``before(args)``
+    may answer an exit status to stop early (a child process's mode);
+    ``after(args)`` prints extra output before the table; the measurements in
+    ``prints_own_lines`` print their lines themselves as they go.
+    """
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--reps", type=int, default=reps, help="repetitions per side (best is kept)")
+    ap.add_argument("--only", default="", help="comma-separated measurement numbers, e.g. 1,2")
+    if add_arguments is not None:
+        add_arguments(ap)
+    args = ap.parse_args(argv)
+    if args.reps < 1:
+        ap.error("--reps must be at least 1")
+    if before is not None:
+        status = before(args)
+        if status is not None:
+            return status
+
+    chosen = [k.strip() for k in args.only.split(",") if k.strip()] or list(measurements)
+    unknown = [k for k in chosen if k not in measurements]
+    if unknown:
+        ap.error(f"unknown measurement(s): {', '.join(unknown)}")
+
+    mode = "quick" if args.quick else "full"
+    env = environment(versions(dists))
+    print(f"{bench} ({mode} mode, best of {args.reps})  " + "  ".join(f"{k}={v}" for k, v in env.items()))
+    t_start = time.perf_counter()
+    results: list[Result] = []
+    for key in chosen:
+        got = measurements[key](args.quick, args.reps)
+        if key not in prints_own_lines:
+            for r in got:
+                print(r.line(), flush=True)
+        results.extend(got)
+    elapsed = time.perf_counter() - t_start
+    if after is not None:
+        after(args)
+
+    print(f"\ntotal {elapsed:.1f} s; load average now {loadavg()}\n")
+    print(markdown_table(results))
+    print()
+    env["loadavg_end"] = loadavg()
+    print(json_line(bench, results, {"mode": mode, "reps": args.reps, "seconds": round(elapsed, 2), **env}))
+    return 0

@@ -50,7 +50,6 @@ then one JSON line (the last line) with every figure and sample.
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import io
 import os
@@ -58,7 +57,6 @@ import pstats
 import sys
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -67,11 +65,8 @@ from _harness import (  # noqa: E402
     Target,
     best_of,
     ensure_importable,
-    environment,
     gc_paused,
-    json_line,
-    loadavg,
-    markdown_table,
+    run,
     scaled,
     timed,
 )
@@ -443,55 +438,21 @@ def profile_call(n: int, top: int = 15) -> str:
 # --------------------------------------------------------------------------
 
 
-def _versions() -> dict[str, str]:
-    out = {}
-    for dist in ("gevent", "greenlet", "pykka"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = "not installed"
-    out["ensemble"] = getattr(e, "__version__", "?")
-    return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--quick", action="store_true", help="every N divided by 50 (CI smoke run)")
-    ap.add_argument("--reps", type=int, default=REPS, help="repetitions per side (best is kept)")
-    ap.add_argument("--only", default="", help="comma-separated measurement numbers, e.g. 1,3")
+def _add_profile(ap: Any) -> None:
     ap.add_argument("--profile", action="store_true",
                     help="afterwards, cProfile N gen_server.calls from a process (top 15 by tottime)")
-    args = ap.parse_args(argv)
 
-    chosen = [k.strip() for k in args.only.split(",") if k.strip()] or list(MEASUREMENTS)
-    unknown = [k for k in chosen if k not in MEASUREMENTS]
-    if unknown:
-        ap.error(f"unknown measurement(s): {', '.join(unknown)}")
 
-    mode = "quick" if args.quick else "full"
-    env = environment(_versions())
-    print(f"{BENCH} ({mode} mode, best of {args.reps})  "
-          + "  ".join(f"{k}={v}" for k, v in env.items()))
-    t_start = time.perf_counter()
-    results: list[Result] = []
-    for key in chosen:
-        for r in MEASUREMENTS[key](args.quick, args.reps):
-            print(r.line(), flush=True)
-            results.append(r)
-    elapsed = time.perf_counter() - t_start
-
+def _print_profile(args: Any) -> None:
     if args.profile:
         n = scaled(N_CALLS, args.quick)
         print(f"\ncProfile of {n:,} gen_server.call from a process (client + server), top 15 by tottime:")
         print(profile_call(n))
 
-    print(f"\ntotal {elapsed:.1f} s; load average now {loadavg()}\n")
-    print(markdown_table(results))
-    print()
-    env["loadavg_end"] = loadavg()
-    print(json_line(BENCH, results, {"mode": mode, "reps": args.reps, "seconds": round(elapsed, 2), **env}))
-    return 0
 
+def main(argv: list[str] | None = None) -> int:
+    return run(BENCH, __doc__, MEASUREMENTS, argv, dists=("gevent", "greenlet", "pykka"), reps=REPS,
+               add_arguments=_add_profile, after=_print_profile)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -57,13 +57,11 @@ then one JSON line (the last line) with every figure and sample.
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures as cf
 import os
 import sys
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any, Callable
 
 _BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -73,10 +71,7 @@ from _harness import (  # noqa: E402
     Target,
     best_of,
     ensure_importable,
-    environment,
-    json_line,
-    loadavg,
-    markdown_table,
+    run,
     scaled,
     timed,
 )
@@ -92,7 +87,6 @@ import gevent  # noqa: E402
 import gevent.pool  # noqa: E402
 from gevent import monkey  # noqa: E402
 
-import ensemble as e  # noqa: E402
 from constellation import worker_pool  # noqa: E402
 
 BENCH = "bench/constellation.py"
@@ -331,51 +325,9 @@ MEASUREMENTS: dict[str, Callable[[bool, int], list[Result]]] = {
 # --------------------------------------------------------------------------
 
 
-def _versions() -> dict[str, str]:
-    out = {}
-    for dist in ("gevent", "greenlet"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = "not installed"
-    out["ensemble"] = getattr(e, "__version__", "?")
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--quick", action="store_true",
-                    help=f"every N divided by {QUICK_DIVISOR} (CI smoke run)")
-    ap.add_argument("--reps", type=int, default=REPS, help="repetitions per side (best is kept)")
-    ap.add_argument("--only", default="", help="comma-separated measurement numbers, e.g. 2")
-    args = ap.parse_args(argv)
-    if args.reps < 1:
-        ap.error("--reps must be at least 1")
-
-    chosen = [k.strip() for k in args.only.split(",") if k.strip()] or list(MEASUREMENTS)
-    unknown = [k for k in chosen if k not in MEASUREMENTS]
-    if unknown:
-        ap.error(f"unknown measurement(s): {', '.join(unknown)}")
-
-    mode = "quick" if args.quick else "full"
-    env = environment(_versions())
-    print(f"{BENCH} ({mode} mode, best of {args.reps})  "
-          + "  ".join(f"{k}={v}" for k, v in env.items()))
-    t_start = time.perf_counter()
-    results: list[Result] = []
-    for key in chosen:
-        for r in MEASUREMENTS[key](args.quick, args.reps):
-            print(r.line(), flush=True)
-            results.append(r)
-    elapsed = time.perf_counter() - t_start
-
-    print(f"\ntotal {elapsed:.1f} s; load average now {loadavg()}\n")
-    print(markdown_table(results))
-    print()
-    env["loadavg_end"] = loadavg()
-    print(json_line(BENCH, results, {"mode": mode, "reps": args.reps, "seconds": round(elapsed, 2), **env}))
-    return 0
-
+    return run(BENCH, __doc__, MEASUREMENTS, argv, reps=REPS,
+               quick_help=f"every N divided by {QUICK_DIVISOR} (CI smoke run)")
 
 if __name__ == "__main__":
     sys.exit(main())

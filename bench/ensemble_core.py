@@ -44,7 +44,6 @@ README), then one JSON line (the last line) with every figure and sample.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -52,7 +51,6 @@ import subprocess
 import sys
 import time
 from collections import deque
-from importlib import metadata
 from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -61,11 +59,8 @@ from _harness import (  # noqa: E402
     Target,
     best_of,
     ensure_importable,
-    environment,
-    json_line,
-    loadavg,
-    markdown_table,
     rss_bytes,
+    run,
     scaled,
     timed,
 )
@@ -609,55 +604,22 @@ MEASUREMENTS: dict[str, Callable[[bool, int], list[Result]]] = {
 }
 
 
-def _versions() -> dict[str, str]:
-    out = {}
-    for dist in ("gevent", "greenlet", "pykka"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = "not installed"
-    out["ensemble"] = getattr(e, "__version__", "?")
-    return out
+def _add_mem_child(ap: Any) -> None:
+    import argparse
 
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--quick", action="store_true", help="every N divided by 50 (CI smoke run)")
-    ap.add_argument("--reps", type=int, default=REPS, help="repetitions per side (best is kept)")
-    ap.add_argument("--only", default="", help="comma-separated measurement numbers, e.g. 1,5")
     ap.add_argument("--mem-child", nargs=2, metavar=("WHICH", "N"), help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
 
+
+def _mem_child_mode(args: Any) -> int | None:
     if args.mem_child:
         mem_child(args.mem_child[0], int(args.mem_child[1]))
         return 0
+    return None
 
-    chosen = [k.strip() for k in args.only.split(",") if k.strip()] or list(MEASUREMENTS)
-    unknown = [k for k in chosen if k not in MEASUREMENTS]
-    if unknown:
-        ap.error(f"unknown measurement(s): {', '.join(unknown)}")
 
-    mode = "quick" if args.quick else "full"
-    env = environment(_versions())
-    print(f"{BENCH} ({mode} mode, best of {args.reps})  "
-          + "  ".join(f"{k}={v}" for k, v in env.items()))
-    t_start = time.perf_counter()
-    results: list[Result] = []
-    for key in chosen:
-        got = MEASUREMENTS[key](args.quick, args.reps)
-        if key != "7":  # 7 prints its lines as it goes
-            for r in got:
-                print(r.line(), flush=True)
-        results.extend(got)
-    elapsed = time.perf_counter() - t_start
-
-    print(f"\ntotal {elapsed:.1f} s; load average now {loadavg()}\n")
-    print(markdown_table(results))
-    print()
-    env["loadavg_end"] = loadavg()
-    print(json_line(BENCH, results, {"mode": mode, "reps": args.reps, "seconds": round(elapsed, 2), **env}))
-    return 0
-
+def main(argv: list[str] | None = None) -> int:
+    return run(BENCH, __doc__, MEASUREMENTS, argv, dists=("gevent", "greenlet", "pykka"), reps=REPS,
+               add_arguments=_add_mem_child, before=_mem_child_mode, prints_own_lines=("7",))
 
 if __name__ == "__main__":
     sys.exit(main())

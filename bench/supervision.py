@@ -63,7 +63,6 @@ then one JSON line (the last line) with every figure and sample.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -71,7 +70,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from importlib import metadata
 from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -79,10 +77,7 @@ from _harness import (  # noqa: E402
     Result,
     best_of,
     ensure_importable,
-    environment,
-    json_line,
-    loadavg,
-    markdown_table,
+    run,
     scaled,
     timed,
 )
@@ -378,51 +373,8 @@ MEASUREMENTS: dict[str, Callable[[bool, int], list[Result]]] = {
 # --------------------------------------------------------------------------
 
 
-def _versions() -> dict[str, str]:
-    out = {}
-    for dist in ("gevent", "greenlet"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = "not installed"
-    out["ensemble"] = getattr(e, "__version__", "?")
-    out["erl"] = shutil.which("erl") or "not installed"
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--quick", action="store_true", help="N divided by 50 (CI smoke run)")
-    ap.add_argument("--reps", type=int, default=REPS, help="repetitions per side (best is kept)")
-    ap.add_argument("--only", default="", help="comma-separated measurement numbers, e.g. 1")
-    args = ap.parse_args(argv)
-    if args.reps < 1:
-        ap.error("--reps must be at least 1")
-
-    chosen = [k.strip() for k in args.only.split(",") if k.strip()] or list(MEASUREMENTS)
-    unknown = [k for k in chosen if k not in MEASUREMENTS]
-    if unknown:
-        ap.error(f"unknown measurement(s): {', '.join(unknown)}")
-
-    mode = "quick" if args.quick else "full"
-    env = environment(_versions())
-    print(f"{BENCH} ({mode} mode, best of {args.reps})  "
-          + "  ".join(f"{k}={v}" for k, v in env.items()))
-    t_start = time.perf_counter()
-    results: list[Result] = []
-    for key in chosen:
-        for r in MEASUREMENTS[key](args.quick, args.reps):
-            print(r.line(), flush=True)
-            results.append(r)
-    elapsed = time.perf_counter() - t_start
-
-    print(f"\ntotal {elapsed:.1f} s; load average now {loadavg()}\n")
-    print(markdown_table(results))
-    print()
-    env["loadavg_end"] = loadavg()
-    print(json_line(BENCH, results, {"mode": mode, "reps": args.reps, "seconds": round(elapsed, 2), **env}))
-    return 0
-
+    return run(BENCH, __doc__, MEASUREMENTS, argv, reps=REPS, quick_help="N divided by 50 (CI smoke run)")
 
 if __name__ == "__main__":
     sys.exit(main())
