@@ -310,13 +310,15 @@ def run(
     before: Callable[[Any], int | None] | None = None,
     after: Callable[[Any], None] | None = None,
     prints_own_lines: Sequence[str] = (),
+    extra_env: dict[str, Any] | None = None,
 ) -> int:
     """Parse ``--quick/--reps/--only``, run the chosen measurements, print lines, table and JSON.
 
     ``add_arguments(parser)`` adds a benchmark's own options; ``before(args)``
     may answer an exit status to stop early (a child process's mode);
     ``after(args)`` prints extra output before the table; the measurements in
-    ``prints_own_lines`` print their lines themselves as they go.
+    ``prints_own_lines`` print their lines themselves as they go;
+    ``extra_env`` adds facts to the printed environment and the JSON line.
     """
     import argparse
 
@@ -340,7 +342,7 @@ def run(
         ap.error(f"unknown measurement(s): {', '.join(unknown)}")
 
     mode = "quick" if args.quick else "full"
-    env = environment(versions(dists))
+    env = environment({**versions(dists), **(extra_env or {})})
     print(f"{bench} ({mode} mode, best of {args.reps})  " + "  ".join(f"{k}={v}" for k, v in env.items()))
     t_start = time.perf_counter()
     results: list[Result] = []
