@@ -1,0 +1,259 @@
+"""fusee's errors: one base class, :class:`Error`, and a subclass per outcome.
+
+Every error has a stable ``code`` (a lowercase ``str`` class attribute, the
+same on every instance and across versions; :data:`CODES` maps each code to
+its class), keeps its constructor arguments both as named attributes and as
+``args`` (in constructor order, so ``pickle`` and ``repr`` round-trip), and
+builds a one-line message from them (``str(err)``).  Nothing here does I/O.
+
+=====================  =======================  ===========================================
+class                  code                     means
+=====================  =======================  ===========================================
+:class:`Busy`          ``"busy"``               the shard's queues are full; retry later,
+                                                nothing was recorded
+:class:`NotFound`      ``"not_found"``          no run with this workflow ID is known
+:class:`AlreadyExists` ``"already_exists"``     the ID is taken and the start asked for a new run
+:class:`UnknownWorkflow` ``"unknown_workflow"`` no code is registered for this type (lists those that are)
+:class:`StepFailed`    ``"step_failed"``        a step failed after its last attempt
+:class:`Failed`        ``"failed"``             the workflow failed
+:class:`Cancelled`     ``"cancelled"``          the run was cancelled
+:class:`Terminated`    ``"terminated"``         the run was terminated
+:class:`DeterminismError` ``"determinism"``     the code did something its journal says it did not do
+:class:`Corrupt`       ``"corrupt"``            a damaged acknowledged record (says where)
+:class:`NotSerializable` ``"not_serializable"`` a value the codec refuses, raised at the call,
+                                                nothing recorded
+=====================  =======================  ===========================================
+
+A *failure* (``StepFailed.failure``, ``Failed.failure``) is a JSON value
+describing what went wrong; :func:`failure_of` makes the usual one from an
+exception: ``{"type": "ValueError", "message": "..."}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+__all__ = [
+    "Error",
+    "Busy",
+    "NotFound",
+    "AlreadyExists",
+    "UnknownWorkflow",
+    "StepFailed",
+    "Failed",
+    "Cancelled",
+    "Terminated",
+    "DeterminismError",
+    "Corrupt",
+    "NotSerializable",
+    "CODES",
+    "failure_of",
+]
+
+
+class Error(Exception):
+    """The base of fusee's errors: ``code`` names the kind, ``args`` are the constructor's."""
+
+    code: str = "error"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+
+    def _message(self) -> str:
+        return ", ".join(map(str, self.args)) if self.args else self.code
+
+    def __str__(self) -> str:
+        return self._message()
+
+
+class Busy(Error):
+    """The shard's queues are full: retry later; nothing was recorded."""
+
+    code = "busy"
+
+    def __init__(self, shard: int | None = None) -> None:
+        super().__init__(shard)
+        self.shard = shard
+
+    def _message(self) -> str:
+        where = "a shard" if self.shard is None else f"shard {self.shard}"
+        return f"{where} is busy (its queues are full): retry later; nothing was recorded"
+
+
+class NotFound(Error):
+    """No run with this workflow ID is known (never started, or forgotten)."""
+
+    code = "not_found"
+
+    def __init__(self, id: str) -> None:
+        super().__init__(id)
+        self.id = id
+
+    def _message(self) -> str:
+        return f"no run with workflow ID {self.id!r} is known"
+
+
+class AlreadyExists(Error):
+    """The workflow ID is taken (``holder``: what holds it, e.g. its status) and the start asked for a new run."""
+
+    code = "already_exists"
+
+    def __init__(self, id: str, holder: Any = None) -> None:
+        super().__init__(id, holder)
+        self.id = id
+        self.holder = holder
+
+    def _message(self) -> str:
+        held = "" if self.holder is None else f" (held by {self.holder})"
+        return f"workflow ID {self.id!r} already exists{held}"
+
+
+class UnknownWorkflow(Error):
+    """No code is registered for workflow type ``name``; ``registered`` lists what is."""
+
+    code = "unknown_workflow"
+
+    def __init__(self, name: str, registered: Any = ()) -> None:
+        super().__init__(name, registered)
+        self.name = name
+        self.registered = registered
+
+    def _message(self) -> str:
+        names = ", ".join(repr(n) for n in self.registered) or "none"
+        return f"no workflow {self.name!r} is registered (registered: {names})"
+
+
+class StepFailed(Error):
+    """Step ``name`` failed after its last attempt (or with a failure not retried)."""
+
+    code = "step_failed"
+
+    def __init__(self, name: str, failure: Any) -> None:
+        super().__init__(name, failure)
+        self.name = name
+        self.failure = failure
+
+    def _message(self) -> str:
+        return f"step {self.name!r} failed: {_shown(self.failure)}"
+
+
+class Failed(Error):
+    """The workflow failed with ``failure``."""
+
+    code = "failed"
+
+    def __init__(self, failure: Any = None) -> None:
+        super().__init__(failure)
+        self.failure = failure
+
+    def _message(self) -> str:
+        return f"the workflow failed: {_shown(self.failure)}"
+
+
+class Cancelled(Error):
+    """The run was cancelled (``reason`` as given to ``cancel``); raised inside the workflow at its next operation."""
+
+    code = "cancelled"
+
+    def __init__(self, reason: Any = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def _message(self) -> str:
+        return "the run was cancelled" + ("" if self.reason is None else f": {self.reason}")
+
+
+class Terminated(Error):
+    """The run was terminated (``reason`` as given to ``terminate``), without compensation."""
+
+    code = "terminated"
+
+    def __init__(self, reason: Any = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def _message(self) -> str:
+        return "the run was terminated" + ("" if self.reason is None else f": {self.reason}")
+
+
+class DeterminismError(Error):
+    """At operation ``position`` the journal recorded ``expected`` but the code did ``got``."""
+
+    code = "determinism"
+
+    def __init__(self, position: int, expected: Any, got: Any) -> None:
+        super().__init__(position, expected, got)
+        self.position = position
+        self.expected = expected
+        self.got = got
+
+    def _message(self) -> str:
+        return (
+            f"nondeterminism at operation {self.position}: "
+            f"the journal recorded {self.expected!r}, the code did {self.got!r}"
+        )
+
+
+class Corrupt(Error):
+    """A damaged acknowledged record in file ``path`` at byte ``offset``; ``why`` says what is wrong."""
+
+    code = "corrupt"
+
+    def __init__(self, path: Any, offset: int, why: str) -> None:
+        super().__init__(path, offset, why)
+        self.path = path
+        self.offset = offset
+        self.why = why
+
+    def _message(self) -> str:
+        return f"corrupt journal: {self.path} at offset {self.offset}: {self.why}"
+
+
+class NotSerializable(Error):
+    """``value`` cannot be serialized (``why``), found at ``path`` (e.g. ``"input['items'][2]"``)."""
+
+    code = "not_serializable"
+
+    def __init__(self, value: Any, why: str, path: str | None = None) -> None:
+        super().__init__(value, why, path)
+        self.value = value
+        self.why = why
+        self.path = path
+
+    def _message(self) -> str:
+        return f"not serializable: {self.why}" if self.path is None else f"not serializable: {self.path}: {self.why}"
+
+
+CODES: Final[dict[str, type[Error]]] = {
+    cls.code: cls
+    for cls in (
+        Busy,
+        NotFound,
+        AlreadyExists,
+        UnknownWorkflow,
+        StepFailed,
+        Failed,
+        Cancelled,
+        Terminated,
+        DeterminismError,
+        Corrupt,
+        NotSerializable,
+    )
+}
+"""Each code to its class (the base's ``"error"`` is not listed)."""
+
+
+def failure_of(exc: BaseException) -> dict[str, str]:
+    """The JSON failure describing ``exc``: ``{"type": <class name>, "message": str(exc)}``."""
+    try:
+        message = str(exc)
+    except Exception:  # a broken __str__ must not hide the failure
+        message = object.__repr__(exc)
+    return {"type": type(exc).__qualname__, "message": message}
+
+
+def _shown(failure: Any) -> str:
+    """A failure for a message: ``"Type: message"`` for the usual dict, else its repr."""
+    if type(failure) is dict and type(failure.get("type")) is str and type(failure.get("message")) is str:
+        return f"{failure['type']}: {failure['message']}" if failure["message"] else failure["type"]
+    return repr(failure)

@@ -1,0 +1,374 @@
+"""The journal's records, and their canonical encoding (docs/journal.md, "Records").
+
+Each record is a frozen, slotted dataclass whose first field is ``run``, the
+numeric run ID (an ``int`` >= 0; the string workflow ID appears only in
+:class:`Start`).  Times are unix seconds (finite ``int`` or ``float``; they
+decode as ``float``).  ``seq`` is the operation's number in call order
+(``int`` >= 0).  *Payload* fields (:data:`PAYLOADS`) hold codec values
+(:mod:`fusee.codec`: JSON values, tuples, registered dataclasses).
+
+:func:`encode_record` writes a record as one compact UTF-8 JSON object:
+``{"t": <kind>, <field>: <value>, ...}`` with the fields in declaration
+order and payload fields in the codec's tree form.  The kinds are the class
+names in lowercase (:data:`KINDS`).  It raises ``TypeError`` for a field of
+the wrong type or a non-record, and :class:`fusee.errors.NotSerializable`
+(path ``<field>...``, e.g. ``payload['items'][2]``) for a payload the codec
+refuses.  The same record always gives the same bytes.
+
+:func:`decode_record` reads those bytes back (``decode_record(encode_record(r))
+== r``, tuples aside, which come back as lists).  It raises ``ValueError`` for
+anything malformed: bytes that are not one JSON object, no or an unknown
+``"t"``, a missing or extra field, a field of the wrong type or outside its
+choices (:data:`STEP_STATUSES`, :data:`WAIT_OUTCOMES`, :data:`VALUE_KINDS`,
+:data:`DONE_STATUSES`).  It evaluates nothing and unpickles nothing: the only
+code it runs is a registered dataclass's constructor (a dataclass name not
+registered decodes as :class:`fusee.codec.Unknown`).  The journal turns its
+``ValueError`` into :class:`fusee.errors.Corrupt` with the location.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Final, Union
+
+from . import codec
+from .errors import NotSerializable
+
+__all__ = [
+    "Start",
+    "Step",
+    "Attempt",
+    "Timer",
+    "Fired",
+    "Signal",
+    "Wait",
+    "Waited",
+    "Value",
+    "Cancel",
+    "Done",
+    "Record",
+    "KINDS",
+    "PAYLOADS",
+    "STEP_STATUSES",
+    "WAIT_OUTCOMES",
+    "VALUE_KINDS",
+    "DONE_STATUSES",
+    "kind_of",
+    "encode_record",
+    "decode_record",
+]
+
+STEP_STATUSES: Final = ("ok", "error")
+WAIT_OUTCOMES: Final = ("signal", "timeout")
+VALUE_KINDS: Final = ("now", "random", "uuid")
+DONE_STATUSES: Final = ("completed", "failed", "cancelled", "terminated")
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A run began: workflow ID ``id``, type ``wtype`` at ``version``, its ``input`` and IdPolicy (``policy``, plain form)."""
+
+    run: int
+    id: str
+    wtype: str
+    version: int
+    started: float
+    input: Any
+    policy: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """Step ``seq`` named ``name`` ended on attempt ``attempt``: ``status`` "ok" (payload = result) or "error" (payload = failure)."""
+
+    run: int
+    seq: int
+    name: str
+    attempt: int
+    status: str
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """Attempt ``attempt`` of step ``seq`` failed with ``error``; the next is due at ``retry_at``."""
+
+    run: int
+    seq: int
+    name: str
+    attempt: int
+    retry_at: float
+    error: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Timer:
+    """Operation ``seq`` (a sleep named ``name``) set a timer firing at ``fire_at``."""
+
+    run: int
+    seq: int
+    name: str
+    fire_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """The timer of operation ``seq`` fired."""
+
+    run: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """Signal ``name`` arrived with ``payload``; ``dedup`` (str, int or None) makes a resend a no-op."""
+
+    run: int
+    name: str
+    dedup: Any
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Operation ``seq`` waits for signal ``name`` until ``deadline`` (None: no timeout)."""
+
+    run: int
+    seq: int
+    name: str
+    deadline: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Waited:
+    """The wait ``seq`` ended: ``outcome`` "signal" (payload = the signal's value) or "timeout" (payload None)."""
+
+    run: int
+    seq: int
+    outcome: str
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """Operation ``seq`` recorded a nondeterministic value of ``kind`` ("now", "random", "uuid")."""
+
+    run: int
+    seq: int
+    kind: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """Cancellation was requested with ``reason`` by ``by`` (str or None)."""
+
+    run: int
+    reason: Any
+    by: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The run ended with ``status`` at ``finished``: its result, or its failure, as ``payload``."""
+
+    run: int
+    status: str
+    finished: float
+    payload: Any
+
+
+Record = Union[Start, Step, Attempt, Timer, Fired, Signal, Wait, Waited, Value, Cancel, Done]
+
+KINDS: Final[dict[str, type]] = {
+    cls.__name__.lower(): cls for cls in (Start, Step, Attempt, Timer, Fired, Signal, Wait, Waited, Value, Cancel, Done)
+}
+"""Each record kind (the ``"t"`` of its encoding) to its class."""
+
+_KIND_OF: Final[dict[type, str]] = {cls: kind for kind, cls in KINDS.items()}
+
+
+def kind_of(record: Any) -> str:
+    """The kind of ``record`` (``"step"`` for a :class:`Step`); ``TypeError`` for a non-record."""
+    kind = _KIND_OF.get(type(record))
+    if kind is None:
+        raise TypeError(f"not a record: {record!r}")
+    return kind
+
+
+# -- field checks ------------------------------------------------------------------------
+
+_Check = Callable[[Any], bool]
+
+
+def _count(x: Any) -> bool:
+    return type(x) is int and x >= 0
+
+
+def _text(x: Any) -> bool:
+    return type(x) is str
+
+
+def _time(x: Any) -> bool:
+    return (type(x) is float and math.isfinite(x)) or (type(x) is int and -(2**63) < x < 2**63)
+
+
+def _opt_time(x: Any) -> bool:
+    return x is None or _time(x)
+
+
+def _opt_text(x: Any) -> bool:
+    return x is None or type(x) is str
+
+
+def _dedup(x: Any) -> bool:
+    return x is None or type(x) in (str, int)
+
+
+def _among(choices: tuple[str, ...]) -> _Check:
+    def check(x: Any) -> bool:
+        return type(x) is str and x in choices
+
+    check.__doc__ = " | ".join(map(repr, choices))
+    return check
+
+
+_PAYLOAD: Final = object()  # the marker of a payload field: any codec value
+
+_SCHEMA: Final[dict[type, tuple[tuple[str, Any, str], ...]]] = {
+    Start: (
+        ("run", _count, "an int >= 0"),
+        ("id", _text, "a str"),
+        ("wtype", _text, "a str"),
+        ("version", _count, "an int >= 0"),
+        ("started", _time, "a finite number"),
+        ("input", _PAYLOAD, ""),
+        ("policy", _PAYLOAD, ""),
+    ),
+    Step: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+        ("name", _text, "a str"),
+        ("attempt", _count, "an int >= 0"),
+        ("status", _among(STEP_STATUSES), f"one of {STEP_STATUSES}"),
+        ("payload", _PAYLOAD, ""),
+    ),
+    Attempt: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+        ("name", _text, "a str"),
+        ("attempt", _count, "an int >= 0"),
+        ("retry_at", _time, "a finite number"),
+        ("error", _PAYLOAD, ""),
+    ),
+    Timer: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+        ("name", _text, "a str"),
+        ("fire_at", _time, "a finite number"),
+    ),
+    Fired: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+    ),
+    Signal: (
+        ("run", _count, "an int >= 0"),
+        ("name", _text, "a str"),
+        ("dedup", _dedup, "a str, an int or None"),
+        ("payload", _PAYLOAD, ""),
+    ),
+    Wait: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+        ("name", _text, "a str"),
+        ("deadline", _opt_time, "a finite number or None"),
+    ),
+    Waited: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+        ("outcome", _among(WAIT_OUTCOMES), f"one of {WAIT_OUTCOMES}"),
+        ("payload", _PAYLOAD, ""),
+    ),
+    Value: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+        ("kind", _among(VALUE_KINDS), f"one of {VALUE_KINDS}"),
+        ("value", _PAYLOAD, ""),
+    ),
+    Cancel: (
+        ("run", _count, "an int >= 0"),
+        ("reason", _PAYLOAD, ""),
+        ("by", _opt_text, "a str or None"),
+    ),
+    Done: (
+        ("run", _count, "an int >= 0"),
+        ("status", _among(DONE_STATUSES), f"one of {DONE_STATUSES}"),
+        ("finished", _time, "a finite number"),
+        ("payload", _PAYLOAD, ""),
+    ),
+}
+
+PAYLOADS: Final[dict[str, tuple[str, ...]]] = {
+    _KIND_OF[cls]: tuple(name for name, check, _ in fields if check is _PAYLOAD) for cls, fields in _SCHEMA.items()
+}
+"""Each kind to its payload fields (those holding codec values)."""
+
+_TIMES: Final = frozenset({"started", "retry_at", "fire_at", "deadline", "finished"})
+
+
+# -- encode / decode -----------------------------------------------------------------
+
+
+def encode_record(record: Record) -> bytes:
+    """The canonical encoding of ``record``: compact UTF-8 JSON ``{"t": kind, ...fields}``."""
+    kind = kind_of(record)
+    tree: dict[str, Any] = {"t": kind}
+    for name, check, want in _SCHEMA[type(record)]:
+        x = getattr(record, name)
+        if check is _PAYLOAD:
+            tree[name] = codec.to_tree(x, name)
+        elif check(x):
+            tree[name] = x
+        else:
+            raise TypeError(f"{kind}.{name} must be {want}, not {x!r}")
+    try:
+        return codec.dumps_tree(tree, kind)
+    except NotSerializable as e:  # a lone surrogate: name the field, not the record
+        for name, _, _ in _SCHEMA[type(record)]:
+            where = codec._bad_text(tree[name], name)
+            if where:
+                raise NotSerializable(e.value, e.why, where) from None
+        raise
+
+
+def decode_record(body: bytes | bytearray | memoryview) -> Record:
+    """The record :func:`encode_record` wrote as ``body``; ``ValueError`` if malformed."""
+    try:
+        tree = codec.loads_tree(body)
+    except TypeError as e:
+        raise ValueError(str(e)) from None
+    if type(tree) is not dict:
+        raise ValueError(f"a record is a JSON object, not {type(tree).__name__}")
+    kind = tree.get("t")
+    cls = KINDS.get(kind) if type(kind) is str else None
+    if cls is None:
+        raise ValueError(f"unknown record kind {kind!r}")
+    schema = _SCHEMA[cls]
+    if len(tree) != len(schema) + 1:
+        known = {name for name, _, _ in schema}
+        missing = [name for name in known if name not in tree]
+        extra = [k for k in tree if k != "t" and k not in known]
+        raise ValueError(f"{kind} record: missing {missing}, unexpected {extra}")
+    args = []
+    for name, check, want in schema:
+        if name not in tree:
+            raise ValueError(f"{kind} record: missing field {name!r}")
+        x = tree[name]
+        if check is _PAYLOAD:
+            args.append(codec.from_tree(x))
+        elif check(x):
+            args.append(float(x) if name in _TIMES and x is not None else x)
+        else:
+            raise ValueError(f"{kind}.{name} must be {want}, not {x!r}")
+    return cls(*args)

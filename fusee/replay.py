@@ -1,0 +1,583 @@
+"""The run machine: what one run's journal says each operation of its code resolves to.
+
+Pure, no I/O and no clock (the caller passes ``now``, unix seconds): the
+engine feeds a run's records in (:meth:`History.from_records` at recovery,
+:meth:`Machine.record` for each record it appends live) and asks, for each
+operation the workflow code starts, what to do (spec §1.5, §3.1-§3.5, §3.8).
+
+Operations are numbered by call order (``seq`` 0, 1, 2, ...) and have a
+*kind* and a *name*; the journal knows an operation by the records carrying
+its ``seq``:
+
+=========  ===================================  ==============================  =========
+kind       name                                 begun / in progress             completed
+=========  ===================================  ==============================  =========
+``step``   the step's name                      ``Attempt`` (a failed attempt)  ``Step``
+``sleep``  the sleep's name                     ``Timer`` (armed, ``fire_at``)  ``Fired``
+``wait``   the signal's name                    ``Wait`` (armed, ``deadline``)  ``Waited``
+``value``  ``"now"`` / ``"random"`` / ``"uuid"``  -                             ``Value``
+=========  ===================================  ==============================  =========
+
+:meth:`Machine.begin` answers :class:`Replay` (the completion is recorded:
+hand it back) or :class:`Live` (run it, going on from what is recorded:
+failed attempts, an armed timer or wait); a recorded operation of another
+kind or name at that position raises :class:`~fusee.errors.DeterminismError`
+``(position, (kind, name) recorded, (kind, name) begun)``.
+
+*Deliveries* are the completions (``Step``, ``Fired``, ``Waited``,
+``Value``) and the run's first ``Cancel``, numbered in journal order by
+``turn``: the engine hands them to the code one at a time in that order
+(sequential code gets them in order by itself; parallel branches hold a
+:class:`Replay` until every earlier turn was handed out).
+
+Cancel is delivered at its place in the journal: the operation the code is
+blocked on when the ``Cancel`` is recorded, or else the next one it begins,
+raises :class:`~fusee.errors.Cancelled` (once; later operations, the
+compensation, go on normally).  On replay that is the first operation begun
+whose completion is not recorded before the ``Cancel``.
+
+Signals are received in journal order, deduplicated by ``dedup`` (a later
+``Signal`` with a ``dedup`` already seen is ignored; ``None`` never
+deduplicates).  A ``Waited`` with outcome ``"signal"`` consumes the oldest
+unconsumed signal with its wait's name; signals sent before the wait are
+kept.  Received = consumed + unconsumed, in order, always.
+
+The *gate* is the LSN of the run's most recent record: a step body with
+effects starts only once the journal is durable through it; ``read_only``
+steps don't wait.
+
+Every record is checked as it is added, before anything changes: a record
+the history cannot hold (a ``Fired`` without its ``Timer``, a second
+completion, a record after ``Done``, LSNs out of order, ...) raises
+``ValueError`` saying which, and leaves the history as it was; a value that
+is not a record raises ``TypeError``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Any, Final, Iterable
+
+from . import records as r
+from .errors import Cancelled, DeterminismError, StepFailed
+
+__all__ = [
+    "STEP",
+    "SLEEP",
+    "WAIT",
+    "VALUE",
+    "KINDS",
+    "Op",
+    "Replay",
+    "Live",
+    "Pending",
+    "History",
+    "Machine",
+]
+
+STEP: Final = "step"
+SLEEP: Final = "sleep"
+WAIT: Final = "wait"
+VALUE: Final = "value"
+KINDS: Final = frozenset((STEP, SLEEP, WAIT, VALUE))
+
+_STEP_STATUSES: Final = frozenset(("ok", "error"))
+_WAIT_OUTCOMES: Final = frozenset(("signal", "timeout"))
+_DONE_STATUSES: Final = frozenset(("completed", "failed", "cancelled", "terminated"))
+
+
+def _is_int(x: Any) -> bool:
+    return type(x) is int
+
+
+def _is_time(x: Any) -> bool:
+    return type(x) in (int, float) and math.isfinite(x)
+
+
+# -- answers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """What the journal knows of operation ``seq``: its identity, progress and completion.
+
+    ``attempts`` are its ``Attempt`` records in order (a step); ``armed`` its
+    ``Timer`` or ``Wait``; ``done`` its completion record and ``turn`` that
+    delivery's number (both ``None`` while it is not completed).
+    """
+
+    seq: int
+    kind: str
+    name: Any
+    attempts: tuple = ()
+    armed: Any = None
+    done: Any = None
+    turn: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """Operation ``seq``'s recorded completion, delivery number ``turn``: hand it back.
+
+    ``outcome`` is ``"ok"`` or ``"error"`` (a step), ``"fired"`` (a sleep),
+    ``"signal"`` or ``"timeout"`` (a wait), ``"value"`` (a value); ``value``
+    is what the code gets (``None`` for a fired sleep or a timed-out wait);
+    ``error`` the :class:`~fusee.errors.StepFailed` a failed step raises.
+    """
+
+    seq: int
+    kind: str
+    name: Any
+    outcome: str
+    value: Any = None
+    error: StepFailed | None = None
+    turn: int = 0
+
+    def result(self) -> Any:
+        """The value the operation returns to the code, or raise its error."""
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Live:
+    """Operation ``seq`` has no recorded completion: run it, going on from what is recorded.
+
+    A step: ``attempts`` failed attempts are recorded, the next is number
+    ``attempts + 1``, due at ``retry_at`` (the last attempt's, else ``None``).
+    A sleep or wait: ``armed`` when its ``Timer`` or ``Wait`` is recorded (do
+    not record it again), with ``at`` its ``fire_at`` or ``deadline``.
+    """
+
+    seq: int
+    kind: str
+    name: Any
+    attempts: int = 0
+    retry_at: float | None = None
+    armed: bool = False
+    at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An armed sleep or wait of operation ``seq`` not yet completed; ``at`` is when it ends (``None``: never)."""
+
+    seq: int
+    kind: str
+    name: Any
+    at: float | None
+
+
+# -- history ---------------------------------------------------------------------------
+
+
+def _identity(rec: Any) -> tuple[str, Any] | None:
+    """The (kind, name) a record says its operation has, or ``None`` if it does not say."""
+    t = type(rec)
+    if t is r.Step or t is r.Attempt:
+        return (STEP, rec.name)
+    if t is r.Timer:
+        return (SLEEP, rec.name)
+    if t is r.Wait:
+        return (WAIT, rec.name)
+    if t is r.Value:
+        return (VALUE, rec.kind)
+    return None
+
+
+_OP_RECORDS: Final = ("Step", "Attempt", "Timer", "Fired", "Wait", "Waited", "Value")
+_RUN_RECORDS: Final = ("Start", "Signal", "Cancel", "Done")
+
+
+class History:
+    """One run's records in journal order, indexed: append-only, checked as they come."""
+
+    __slots__ = (
+        "_lsns",
+        "_records",
+        "_start",
+        "_ops",
+        "_turns",
+        "_signals",
+        "_dedups",
+        "_unconsumed",
+        "_consumed",
+        "_cancel",
+        "_cancel_turn",
+        "_done",
+    )
+
+    def __init__(self) -> None:
+        self._lsns: list[int] = []
+        self._records: list[Any] = []
+        self._start: Any = None
+        self._ops: dict[int, Op] = {}
+        self._turns = 0
+        self._signals: list[Any] = []
+        self._dedups: set = set()
+        self._unconsumed: dict[Any, deque[int]] = {}
+        self._consumed: list[tuple[int, int]] = []  # (seq of the Waited, index of the signal)
+        self._cancel: Any = None
+        self._cancel_turn: int | None = None
+        self._done: Any = None
+
+    @classmethod
+    def from_records(cls, records_with_lsn: Iterable[tuple[int, Any]]) -> "History":
+        """The history of ``(lsn, record)`` pairs in journal order; ``ValueError`` names the first bad one."""
+        h = cls()
+        for i, pair in enumerate(records_with_lsn):
+            if type(pair) is not tuple or len(pair) != 2:
+                raise TypeError(f"record {i}: expected an (lsn, record) pair, got {pair!r}")
+            lsn, rec = pair
+            try:
+                h.add(rec, lsn)
+            except ValueError as e:
+                raise ValueError(f"record {i} (lsn {lsn!r}): {e}") from None
+        return h
+
+    # -- adding ----------------------------------------------------------------------
+
+    def add(self, rec: Any, lsn: int) -> None:
+        """Append ``rec``, journaled at ``lsn``; raise (changing nothing) if it cannot follow."""
+        kind = type(rec).__name__
+        if type(rec) is not getattr(r, kind, None) or kind not in _OP_RECORDS + _RUN_RECORDS:
+            raise TypeError(f"not a fusee record: {rec!r}")
+        if not _is_int(lsn) or lsn < 0:
+            raise ValueError(f"an LSN is an int >= 0, got {lsn!r}")
+        if self._lsns and lsn <= self._lsns[-1]:
+            raise ValueError(f"LSN {lsn} does not follow {self._lsns[-1]}: journal order is LSN order")
+        if self._done is not None:
+            raise ValueError(f"a {kind} record after the run's Done")
+        if self._start is None:
+            if kind != "Start":
+                raise ValueError(f"a run's first record is its Start, not a {kind}")
+        elif kind == "Start":
+            raise ValueError("a second Start for the run")
+        elif rec.run != self._start.run:
+            raise ValueError(f"a record of run {rec.run!r} in the history of run {self._start.run!r}")
+        apply = self._check_op(rec, kind) if kind in _OP_RECORDS else self._check_run(rec, kind)
+        apply()
+        self._lsns.append(lsn)
+        self._records.append(rec)
+
+    def _check_run(self, rec: Any, kind: str):
+        """Check a run-wide record; return what adds it."""
+        if kind == "Start":
+
+            def apply() -> None:
+                self._start = rec
+
+        elif kind == "Signal":
+
+            def apply() -> None:
+                d = rec.dedup
+                if d is not None:
+                    if d in self._dedups:
+                        return
+                    self._dedups.add(d)
+                self._unconsumed.setdefault(rec.name, deque()).append(len(self._signals))
+                self._signals.append(rec)
+
+            try:
+                hash(rec.dedup)
+                hash(rec.name)
+            except TypeError:
+                raise ValueError(f"a Signal's name and dedup must be hashable: {rec!r}") from None
+        elif kind == "Cancel":
+
+            def apply() -> None:
+                if self._cancel is None:
+                    self._cancel = rec
+                    self._cancel_turn = self._turns
+                    self._turns += 1
+
+        else:  # Done
+            if type(rec.status) is not str or rec.status not in _DONE_STATUSES:
+                raise ValueError(f"a Done's status is one of {sorted(_DONE_STATUSES)}, got {rec.status!r}")
+
+            def apply() -> None:
+                self._done = rec
+
+        return apply
+
+    def _check_op(self, rec: Any, kind: str):
+        """Check a record of one operation; return what adds it."""
+        seq = rec.seq
+        if not _is_int(seq) or seq < 0:
+            raise ValueError(f"a {kind}'s seq is an int >= 0, got {seq!r}")
+        op = self._ops.get(seq)
+        ident = _identity(rec)
+        if ident is not None and op is not None and (op.kind != ident[0] or not _same(op.name, ident[1])):
+            raise ValueError(f"a {kind} for operation {seq}, recorded as {op.kind} {op.name!r}, names {ident!r}")
+        if op is not None and op.done is not None:
+            raise ValueError(f"a {kind} for operation {seq}, already completed by a {type(op.done).__name__}")
+        if kind in ("Timer", "Wait", "Value") and op is not None:
+            raise ValueError(f"a {kind} for operation {seq}, already begun")
+        if kind == "Fired" and (op is None or op.kind != SLEEP):
+            raise ValueError(f"a Fired for operation {seq} without its Timer")
+        if kind == "Waited" and (op is None or op.kind != WAIT):
+            raise ValueError(f"a Waited for operation {seq} without its Wait")
+        if kind == "Timer" and not _is_time(rec.fire_at):
+            raise ValueError(f"a Timer's fire_at is a time in seconds, got {rec.fire_at!r}")
+        if kind == "Wait" and rec.deadline is not None and not _is_time(rec.deadline):
+            raise ValueError(f"a Wait's deadline is a time in seconds or None, got {rec.deadline!r}")
+        if kind == "Attempt" and rec.retry_at is not None and not _is_time(rec.retry_at):
+            raise ValueError(f"an Attempt's retry_at is a time in seconds or None, got {rec.retry_at!r}")
+        if kind == "Step" and (type(rec.status) is not str or rec.status not in _STEP_STATUSES):
+            raise ValueError(f"a Step's status is 'ok' or 'error', got {rec.status!r}")
+        queue = None
+        if kind == "Waited":
+            if type(rec.outcome) is not str or rec.outcome not in _WAIT_OUTCOMES:
+                raise ValueError(f"a Waited's outcome is 'signal' or 'timeout', got {rec.outcome!r}")
+            if rec.outcome == "signal":
+                queue = self._unconsumed.get(op.name)
+                if not queue:
+                    raise ValueError(f"a Waited for operation {seq} took a signal {op.name!r} never received")
+        if op is None:
+            op = Op(seq, *ident)  # type: ignore[misc]  (Fired/Waited have op set: checked above)
+
+        def apply() -> None:
+            new = op
+            if kind == "Attempt":
+                new = replace(op, attempts=op.attempts + (rec,))
+            elif kind in ("Timer", "Wait"):
+                new = replace(op, armed=rec)
+            else:  # a completion: Step, Fired, Waited, Value
+                if queue is not None:
+                    self._consumed.append((seq, queue.popleft()))
+                new = replace(op, done=rec, turn=self._turns)
+                self._turns += 1
+            self._ops[seq] = new
+
+        return apply
+
+    # -- reading ---------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @property
+    def records(self) -> tuple[tuple[int, Any], ...]:
+        """Every ``(lsn, record)`` in journal order."""
+        return tuple(zip(self._lsns, self._records))
+
+    @property
+    def gate(self) -> int:
+        """The LSN of the run's most recent record (0 when there is none)."""
+        return self._lsns[-1] if self._lsns else 0
+
+    @property
+    def start(self) -> Any:
+        """The run's ``Start`` record (``None`` for an empty history)."""
+        return self._start
+
+    @property
+    def turns(self) -> int:
+        """How many deliveries are recorded (completions and the cancel)."""
+        return self._turns
+
+    def op(self, seq: int) -> Op | None:
+        """What the journal knows of operation ``seq`` (``None``: nothing)."""
+        return self._ops.get(seq)
+
+    @property
+    def ops(self) -> tuple[Op, ...]:
+        """Every operation the journal knows, by ``seq``."""
+        return tuple(self._ops[s] for s in sorted(self._ops))
+
+    def attempts(self, seq: int) -> tuple[int, float | None]:
+        """Failed attempts recorded for step ``seq`` and the last one's ``retry_at`` (``(0, None)``: none)."""
+        op = self._ops.get(seq)
+        if op is None or not op.attempts:
+            return (0, None)
+        return (len(op.attempts), op.attempts[-1].retry_at)
+
+    # signals
+
+    @property
+    def received(self) -> tuple:
+        """The ``Signal`` records received, deduplicated, in journal order."""
+        return tuple(self._signals)
+
+    @property
+    def consumed(self) -> tuple:
+        """The signals consumed by ``Waited`` records, in the order they were consumed."""
+        return tuple(self._signals[i] for _, i in self._consumed)
+
+    @property
+    def unconsumed(self) -> tuple:
+        """The signals received and not consumed, in journal order."""
+        taken = {i for _, i in self._consumed}
+        return tuple(s for i, s in enumerate(self._signals) if i not in taken)
+
+    def signal_for(self, name: Any) -> Any:
+        """The signal a wait for ``name`` takes now: the oldest unconsumed one so named, or ``None``."""
+        try:
+            queue = self._unconsumed.get(name)
+        except TypeError:
+            return None
+        return self._signals[queue[0]] if queue else None
+
+    # cancel and end
+
+    @property
+    def cancel(self) -> Any:
+        """The run's first ``Cancel`` record, or ``None``."""
+        return self._cancel
+
+    @property
+    def cancel_turn(self) -> int | None:
+        """The cancel's delivery number, or ``None``."""
+        return self._cancel_turn
+
+    @property
+    def done(self) -> Any:
+        """The run's ``Done`` record, or ``None`` while it runs."""
+        return self._done
+
+    @property
+    def finished(self) -> bool:
+        """Whether a ``Done`` is recorded."""
+        return self._done is not None
+
+    # timers
+
+    def pending_timers(self) -> tuple[Pending, ...]:
+        """Armed sleeps and waits not completed, by ``seq`` (a wait without a deadline has ``at`` ``None``)."""
+        out = []
+        for s in sorted(self._ops):
+            op = self._ops[s]
+            if op.armed is not None and op.done is None:
+                at = op.armed.fire_at if op.kind == SLEEP else op.armed.deadline
+                out.append(Pending(s, op.kind, op.name, at))
+        return tuple(out)
+
+    def due(self, now: float) -> tuple[Pending, ...]:
+        """The pending timers whose time has come by ``now``."""
+        return tuple(p for p in self.pending_timers() if p.at is not None and p.at <= now)
+
+
+# -- machine ---------------------------------------------------------------------------
+
+
+class Machine:
+    """A run's code walking its history: numbers operations and says, for each, replay or live."""
+
+    __slots__ = ("history", "_next", "_handed", "_cancel_delivered")
+
+    def __init__(self, history: History | None = None) -> None:
+        self.history = History() if history is None else history
+        self._next = 0
+        self._handed = 0  # deliveries handed out (replays and the cancel)
+        self._cancel_delivered = False
+
+    @property
+    def next_seq(self) -> int:
+        """The number the next operation takes."""
+        return self._next
+
+    @property
+    def replaying(self) -> bool:
+        """Whether some recorded delivery is not yet handed out (hold live completions until it is)."""
+        return self._handed < self.history.turns
+
+    def record(self, rec: Any, lsn: int) -> None:
+        """Add a record the engine appended at ``lsn`` (see :meth:`History.add`)."""
+        self.history.add(rec, lsn)
+
+    def gate(self) -> int:
+        """The LSN a step body with effects waits to be durable before it runs."""
+        return self.history.gate
+
+    def take_cancel(self) -> Cancelled | None:
+        """If a cancel is recorded and not yet delivered, deliver it: the error to raise, else ``None``."""
+        c = self.history.cancel
+        if c is None or self._cancel_delivered:
+            return None
+        self._cancel_delivered = True
+        self._handed += 1
+        return Cancelled(c.reason)
+
+    @property
+    def cancelling(self) -> bool:
+        """Whether a cancel is recorded and not yet delivered."""
+        return self.history.cancel is not None and not self._cancel_delivered
+
+    def begin(self, kind: str, name: Any) -> Replay | Live:
+        """Number the operation the code starts and say what it resolves to.
+
+        Raises :class:`~fusee.errors.DeterminismError` if the journal recorded
+        another kind or name at this position, :class:`~fusee.errors.Cancelled`
+        if a cancel is delivered here; either way the operation took its number.
+        """
+        if type(kind) is not str or kind not in KINDS:
+            raise ValueError(f"an operation's kind is one of {sorted(KINDS)}, got {kind!r}")
+        seq = self._next
+        self._next = seq + 1
+        op = self.history.op(seq)
+        if op is not None and (op.kind != kind or not _same(op.name, name)):
+            raise DeterminismError(seq, (op.kind, op.name), (kind, name))
+        if self.cancelling:
+            turn = self.history.cancel_turn
+            if op is None or op.turn is None or turn < op.turn:
+                raise self.take_cancel()  # type: ignore[misc]
+        if op is None:
+            return Live(seq, kind, name)
+        if op.done is None:
+            n, retry_at = self.history.attempts(seq)
+            armed = op.armed
+            at = None if armed is None else (armed.fire_at if kind == SLEEP else armed.deadline)
+            return Live(seq, kind, name, n, retry_at, armed is not None, at)
+        self._handed += 1
+        return _replay_of(op)
+
+    def pending_timers(self) -> tuple[Pending, ...]:
+        """See :meth:`History.pending_timers`."""
+        return self.history.pending_timers()
+
+    def due(self, now: float) -> tuple[Pending, ...]:
+        """See :meth:`History.due`."""
+        return self.history.due(now)
+
+    def signal_for(self, name: Any) -> Any:
+        """See :meth:`History.signal_for`."""
+        return self.history.signal_for(name)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run's ``Done`` is recorded."""
+        return self.history.finished
+
+    @property
+    def done(self) -> Any:
+        """The run's ``Done`` record, or ``None``."""
+        return self.history.done
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Names compare equal, by type and value; a name whose ``==`` misbehaves is not the same."""
+    if type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def _replay_of(op: Op) -> Replay:
+    """The delivery of a completed operation."""
+    d = op.done
+    t = type(d)
+    if t is r.Step:
+        if d.status == "ok":
+            return Replay(op.seq, op.kind, op.name, "ok", d.payload, None, op.turn)  # type: ignore[arg-type]
+        return Replay(op.seq, op.kind, op.name, "error", None, StepFailed(op.name, d.payload), op.turn)  # type: ignore[arg-type]
+    if t is r.Fired:
+        return Replay(op.seq, op.kind, op.name, "fired", None, None, op.turn)  # type: ignore[arg-type]
+    if t is r.Waited:
+        value = d.payload if d.outcome == "signal" else None
+        return Replay(op.seq, op.kind, op.name, d.outcome, value, None, op.turn)  # type: ignore[arg-type]
+    return Replay(op.seq, op.kind, op.name, "value", d.value, None, op.turn)  # type: ignore[arg-type]

@@ -1,0 +1,277 @@
+"""Laws and examples for fusee.records: the journal's records and their canonical encoding."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fusee import codec, records
+from fusee.errors import NotSerializable
+from fusee.records import (
+    DONE_STATUSES,
+    KINDS,
+    STEP_STATUSES,
+    VALUE_KINDS,
+    WAIT_OUTCOMES,
+    Attempt,
+    Cancel,
+    Done,
+    Fired,
+    Signal,
+    Start,
+    Step,
+    Timer,
+    Value,
+    Wait,
+    Waited,
+    decode_record,
+    encode_record,
+    kind_of,
+)
+
+SETTINGS = settings(max_examples=200, deadline=None)
+
+
+@codec.register(name="test.records.Quote")
+@dataclasses.dataclass(frozen=True)
+class Quote:
+    amount: int
+    currency: str
+
+
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+payloads = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    | st.builds(Quote, st.integers(), st.text(max_size=4)),
+    max_leaves=20,
+)
+counts = st.integers(0, 2**63)
+names = st.text(max_size=12)
+times = st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**40), 2**40).map(float)
+
+any_record = st.one_of(
+    st.builds(Start, counts, names, names, counts, times, payloads, payloads),
+    st.builds(Step, counts, counts, names, counts, st.sampled_from(STEP_STATUSES), payloads),
+    st.builds(Attempt, counts, counts, names, counts, times, payloads),
+    st.builds(Timer, counts, counts, names, times),
+    st.builds(Fired, counts, counts),
+    st.builds(Signal, counts, names, st.none() | st.text(max_size=8) | counts, payloads),
+    st.builds(Wait, counts, counts, names, st.none() | times),
+    st.builds(Waited, counts, counts, st.sampled_from(WAIT_OUTCOMES), payloads),
+    st.builds(Value, counts, counts, st.sampled_from(VALUE_KINDS), payloads),
+    st.builds(Cancel, counts, payloads, st.none() | names),
+    st.builds(Done, counts, st.sampled_from(DONE_STATUSES), times, payloads),
+)
+
+
+# -- laws ----------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(any_record)
+def test_every_record_round_trips(r):
+    """decode_record(encode_record(r)) == r for every kind and any payload."""
+    assert r == decode_record(encode_record(r))
+
+
+@SETTINGS
+@given(any_record)
+def test_encoding_is_deterministic(r):
+    """The same record, or its decoded copy, always gives the same bytes."""
+    once = encode_record(r)
+    assert (once, once) == (encode_record(r), encode_record(decode_record(once)))
+
+
+@SETTINGS
+@given(any_record)
+def test_encoding_is_a_json_object_with_t_then_fields(r):
+    """The body is a JSON object: "t" (the kind) first, then the fields in declaration order."""
+    obj = json.loads(encode_record(r))
+    expected = ["t"] + [f.name for f in dataclasses.fields(r)]
+    assert (expected, kind_of(r)) == (list(obj), obj["t"])
+
+
+@SETTINGS
+@given(any_record, st.data())
+def test_a_missing_field_raises_value_error(r, data):
+    """Dropping any field from a body makes it malformed."""
+    obj = json.loads(encode_record(r))
+    del obj[data.draw(st.sampled_from(sorted(obj)))]
+    with pytest.raises(ValueError):
+        decode_record(json.dumps(obj).encode())
+
+
+@SETTINGS
+@given(any_record, st.data())
+def test_a_field_of_the_wrong_type_raises_value_error(r, data):
+    """A non-payload field given a value of the wrong type makes the body malformed."""
+    obj = json.loads(encode_record(r))
+    fixed = [k for k in obj if k not in records.PAYLOADS[obj["t"]]]
+    key = data.draw(st.sampled_from(fixed))
+    obj[key] = data.draw(st.sampled_from([[1], {"x": 1}, True, -1, "nope", 1.5]).filter(lambda v: not _fits(key, v)))
+    with pytest.raises(ValueError):
+        decode_record(json.dumps(obj).encode())
+
+
+def _fits(key, v):
+    """Whether v is, by chance, a valid value for field key (then the test would not be about a wrong type)."""
+    if key == "dedup":
+        return v in (-1, "nope") and type(v) is not bool
+    if key in ("name", "id", "wtype", "by"):
+        return type(v) is str
+    if key in ("started", "retry_at", "fire_at", "deadline", "finished"):
+        return type(v) in (int, float)
+    return False
+
+
+@SETTINGS
+@given(st.binary(max_size=64))
+def test_arbitrary_bytes_decode_or_raise_value_error(data):
+    """Any bytes either decode to a record or raise ValueError, nothing else."""
+    try:
+        r = decode_record(data)
+    except ValueError:
+        return
+    assert type(r) in KINDS.values()
+
+
+# -- examples ------------------------------------------------------------------------
+
+
+def test_example_step_encoding():
+    """A Step with a dataclass payload, byte for byte."""
+    expected = (
+        b'{"t":"step","run":7,"seq":2,"name":"quote","attempt":1,"status":"ok",'
+        b'"payload":{"$dc":"test.records.Quote","fields":{"amount":30,"currency":"EUR"}}}'
+    )
+    assert expected == encode_record(Step(7, 2, "quote", 1, "ok", Quote(30, "EUR")))
+
+
+def test_example_start_encoding():
+    """A Start, byte for byte."""
+    expected = (
+        b'{"t":"start","run":1,"id":"order-1","wtype":"checkout","version":1,'
+        b'"started":1700000000.5,"input":{"items":[1,2]},"policy":["fail","fail"]}'
+    )
+    assert expected == encode_record(Start(1, "order-1", "checkout", 1, 1700000000.5, {"items": [1, 2]}, ["fail", "fail"]))
+
+
+def test_kinds_are_lowercase_class_names():
+    """KINDS maps each lowercase class name to its class."""
+    expected = ["start", "step", "attempt", "timer", "fired", "signal", "wait", "waited", "value", "cancel", "done"]
+    assert expected == list(KINDS)
+    assert all(KINDS[k].__name__.lower() == k for k in KINDS)
+
+
+def test_records_are_frozen_and_slotted():
+    """Records cannot be changed and have no __dict__."""
+    r = Fired(1, 2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.seq = 3  # type: ignore[misc]
+    assert not hasattr(r, "__dict__")
+
+
+def test_integer_times_decode_as_floats():
+    """A time written as an integer comes back as a float."""
+    r = decode_record(b'{"t":"timer","run":1,"seq":0,"name":"pause","fire_at":5}')
+    assert (Timer(1, 0, "pause", 5.0), float) == (r, type(r.fire_at))
+
+
+def test_tuples_in_payloads_come_back_as_lists():
+    """A tuple payload decodes as a list."""
+    assert [1, 2] == decode_record(encode_record(Done(1, "completed", 0.0, (1, 2)))).payload
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[]",
+        b'"step"',
+        b"{}",
+        b'{"t":"nope","run":1}',
+        b'{"t":7,"run":1}',
+        b'{"t":"fired","run":1}',
+        b'{"t":"fired","run":1,"seq":2,"extra":0}',
+        b'{"t":"fired","run":-1,"seq":2}',
+        b'{"t":"fired","run":true,"seq":2}',
+        b'{"t":"fired","run":1.0,"seq":2}',
+        b'{"t":"step","run":1,"seq":0,"name":"a","attempt":1,"status":"maybe","payload":null}',
+        b'{"t":"waited","run":1,"seq":0,"outcome":"late","payload":null}',
+        b'{"t":"value","run":1,"seq":0,"kind":"clock","value":1}',
+        b'{"t":"done","run":1,"status":"ok","finished":1.0,"payload":null}',
+        b'{"t":"timer","run":1,"seq":0,"name":"a","fire_at":"soon"}',
+        b'{"t":"timer","run":1,"seq":0,"name":"a","fire_at":1e999}',
+        b'{"t":"wait","run":1,"seq":0,"name":"a","deadline":NaN}',
+        b'{"t":"fired","run":1,"seq":2,"seq":2}',
+        b'{"t":"step","run":1,"seq":0,"name":"a","attempt":1,"status":"ok","payload":{"$dc":"x"}}',
+        b"\x80",
+        b"",
+    ],
+)
+def test_malformed_bodies_raise_value_error(body):
+    """Each malformed body raises ValueError, never anything else."""
+    with pytest.raises(ValueError):
+        decode_record(body)
+
+
+def test_decode_never_unpickles():
+    """A pickle is just malformed bytes."""
+    import pickle
+
+    with pytest.raises(ValueError):
+        decode_record(pickle.dumps(Fired(1, 2)))
+
+
+def test_unregistered_dataclass_names_decode_as_unknown():
+    """A payload naming a class not registered here decodes as codec.Unknown, not an error."""
+    r = decode_record(b'{"t":"signal","run":1,"name":"s","dedup":null,"payload":{"$dc":"gone.X","fields":{"a":1}}}')
+    assert Signal(1, "s", None, codec.Unknown("gone.X", {"a": 1})) == r
+
+
+def test_refused_payload_names_the_field_path():
+    """A payload the codec refuses raises NotSerializable with the field's path."""
+    with pytest.raises(NotSerializable) as info:
+        encode_record(Step(1, 0, "a", 1, "ok", {"items": [0, {1}]}))
+    assert "payload['items'][1]" == info.value.path
+
+
+def test_lone_surrogate_in_a_payload_names_the_field():
+    """A string UTF-8 refuses is reported at its field's path."""
+    with pytest.raises(NotSerializable) as info:
+        encode_record(Value(1, 0, "uuid", ["ok", "\udc00"]))
+    assert "value[1]" == info.value.path
+
+
+@pytest.mark.parametrize(
+    "r",
+    [
+        Fired(-1, 0),
+        Fired(True, 0),
+        Step(1, 0, "a", 1, "maybe", None),
+        Timer(1, 0, "a", float("nan")),
+        Wait(1, 0, 3, None),  # type: ignore[arg-type]
+        Signal(1, "s", 1.5, None),
+        Cancel(1, None, 3),  # type: ignore[arg-type]
+    ],
+)
+def test_encode_refuses_fields_of_the_wrong_type(r):
+    """encode_record raises TypeError for a non-payload field of the wrong type."""
+    with pytest.raises(TypeError):
+        encode_record(r)
+
+
+def test_encode_refuses_non_records():
+    """Only records encode."""
+    with pytest.raises(TypeError):
+        encode_record({"t": "fired", "run": 1, "seq": 0})  # type: ignore[arg-type]
+
+
+def test_all_lists_public_names():
+    """Every name in __all__ exists."""
+    assert [] == [n for n in records.__all__ if not hasattr(records, n)]

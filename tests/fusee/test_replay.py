@@ -1,0 +1,372 @@
+"""Laws and examples for fusee.replay: the run machine replays a journal, then goes live."""
+
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fusee import records as r
+from fusee.errors import Cancelled, DeterminismError, StepFailed
+from fusee.replay import History, Live, Machine, Pending, Replay
+
+SETTINGS = settings(max_examples=80, deadline=None)
+RUN = 7
+START = r.Start(RUN, "order-1", "checkout", 1, 100.0, {"n": 1}, None)
+
+
+# -- a live driver: runs a script on a Machine, recording what it does ---------------------
+
+
+class Driver:
+    """Runs operations live on a machine, appending their records with rising LSNs."""
+
+    def __init__(self, lsn=1):
+        self.m = Machine()
+        self.lsn = lsn
+        self.log = []
+        self.add(START)
+
+    def add(self, rec):
+        self.m.record(rec, self.lsn)
+        self.log.append((self.lsn, rec))
+        self.lsn += 1
+
+    def op(self, kind, name, detail):
+        """Run one operation live; return what the code got, as (outcome, value)."""
+        live = self.m.begin(kind, name)
+        assert Live(live.seq, kind, name) == live
+        seq = live.seq
+        if kind == "step":
+            fails, ok, payload = detail
+            for i in range(fails):
+                self.add(r.Attempt(RUN, seq, name, i + 1, 10.0 * (i + 1), {"type": "E", "message": str(i)}))
+            self.add(r.Step(RUN, seq, name, fails + 1, "ok" if ok else "error", payload))
+            return ("ok", payload) if ok else ("error", payload)
+        if kind == "sleep":
+            self.add(r.Timer(RUN, seq, name, detail))
+            self.add(r.Fired(RUN, seq))
+            return ("fired", None)
+        if kind == "wait":
+            self.add(r.Wait(RUN, seq, name, detail))
+            sig = self.m.signal_for(name)
+            if sig is None:
+                self.add(r.Waited(RUN, seq, "timeout", None))
+                return ("timeout", None)
+            self.add(r.Waited(RUN, seq, "signal", sig.payload))
+            return ("signal", sig.payload)
+        self.add(r.Value(RUN, seq, name, detail))
+        return ("value", detail)
+
+
+def delivered(answer):
+    """What the code gets from a Replay, as (outcome, value)."""
+    if answer.error is not None:
+        with pytest.raises(StepFailed) as e:
+            answer.result()
+        assert answer.name == e.value.name
+        return (answer.outcome, e.value.failure)
+    return (answer.outcome, answer.result())
+
+
+# -- strategies ---------------------------------------------------------------------------
+
+names = st.sampled_from(["a", "b", "c"])
+payloads = st.one_of(st.integers(-5, 5), st.sampled_from(["x", "", None]), st.lists(st.integers(0, 3), max_size=2))
+signals = st.tuples(names, st.one_of(st.none(), st.integers(0, 6)), payloads)
+
+
+@st.composite
+def operations(draw):
+    kind = draw(st.sampled_from(["step", "sleep", "wait", "value"]))
+    if kind == "step":
+        return (kind, draw(names), (draw(st.integers(0, 3)), draw(st.booleans()), draw(payloads)))
+    if kind == "sleep":
+        return (kind, draw(names), draw(st.integers(0, 50).map(float)))
+    if kind == "wait":
+        return (kind, draw(names), draw(st.one_of(st.none(), st.integers(0, 50).map(float))))
+    vk = draw(st.sampled_from(["now", "random", "uuid"]))
+    return (kind, vk, draw(payloads))
+
+
+# each item: the signals sent before the operation, then the operation
+scripts = st.lists(st.tuples(st.lists(signals, max_size=2), operations()), max_size=10)
+
+
+def run_live(script):
+    """Drive ``script`` live: (journal, what each operation got)."""
+    d = Driver()
+    got = []
+    for sent, (kind, name, detail) in script:
+        for sname, dedup, payload in sent:
+            d.add(r.Signal(RUN, sname, dedup, payload))
+        got.append(d.op(kind, name, detail))
+    return d.log, got
+
+
+# -- laws ---------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(scripts)
+def test_replay_reproduces_every_outcome_then_goes_live(script):
+    log, got = run_live(script)
+    m = Machine(History.from_records(log))
+    replayed = []
+    for i, (_, (kind, name, _)) in enumerate(script):
+        answer = m.begin(kind, name)
+        assert type(answer) is Replay
+        assert (i, i) == (answer.seq, answer.turn)
+        replayed.append(delivered(answer))
+    assert got == replayed
+    assert not m.replaying
+    assert Live(len(script), "step", "next") == m.begin("step", "next")
+
+
+@SETTINGS
+@given(scripts, st.data())
+def test_a_journal_cut_anywhere_replays_its_prefix_then_resumes_the_op_in_progress(script, data):
+    log, got = run_live(script)
+    n = data.draw(st.integers(1, len(log)))
+    h = History.from_records(log[:n])
+    m = Machine(h)
+    for i, (_, (kind, name, _)) in enumerate(script):
+        answer = m.begin(kind, name)
+        if type(answer) is Live:
+            break
+        assert got[i] == delivered(answer)
+    else:
+        assert n == len(log)
+        return
+    op = h.op(i)
+    assert i == answer.seq
+    assert (0 if op is None else len(op.attempts)) == answer.attempts
+    assert (op is not None and op.armed is not None) == answer.armed
+    if answer.attempts:
+        assert 10.0 * answer.attempts == answer.retry_at
+
+
+@SETTINGS
+@given(scripts, st.data())
+def test_another_kind_or_name_at_a_recorded_position_is_a_determinism_error(script, data):
+    log, got = run_live(script)
+    if not script:
+        return
+    p = data.draw(st.integers(0, len(script) - 1))
+    m = Machine(History.from_records(log))
+    for _, (kind, name, _) in script[:p]:
+        assert type(m.begin(kind, name)) is Replay
+    _, (kind, name, _) = script[p]
+    other = data.draw(
+        st.sampled_from([("step", name), ("sleep", name), ("wait", name), ("value", name), (kind, name + "'")]).filter(
+            lambda kn: kn != (kind, name)
+        )
+    )
+    with pytest.raises(DeterminismError) as e:
+        m.begin(*other)
+    assert (p, (kind, name), other) == (e.value.position, e.value.expected, e.value.got)
+
+
+@SETTINGS
+@given(scripts)
+def test_signals_are_never_lost_or_duplicated(script):
+    log, _ = run_live(script)
+    h = History.from_records(log)
+    sent = [rec for _, rec in log if type(rec) is r.Signal]
+    seen, expected = set(), []
+    for s in sent:
+        if s.dedup is None or s.dedup not in seen:
+            expected.append(s)
+            seen.add(s.dedup)
+    assert tuple(expected) == h.received
+    assert Counter(map(id, h.received)) == Counter(map(id, h.consumed + h.unconsumed))
+    assert tuple(s for s in h.received if any(s is u for u in h.unconsumed)) == h.unconsumed
+    for name in "abc":
+        mine = [s for s in h.received if s.name == name]
+        taken = [s for s in h.consumed if s.name == name]
+        assert mine[: len(taken)] == taken  # the oldest are taken first
+
+
+@SETTINGS
+@given(scripts)
+def test_the_gate_is_the_last_lsn_and_only_rises(script):
+    log, _ = run_live(script)
+    h = History()
+    gates = [h.gate]
+    for lsn, rec in log:
+        h.add(rec, lsn)
+        assert lsn == h.gate
+        gates.append(h.gate)
+    assert sorted(gates) == gates
+
+
+# any typed record, any seq: a malformed history is a ValueError, never a crash, and changes nothing
+any_record = st.one_of(
+    st.builds(r.Step, st.just(RUN), st.integers(0, 3), names, st.integers(1, 3), st.sampled_from(["ok", "error"]), payloads),
+    st.builds(r.Attempt, st.just(RUN), st.integers(0, 3), names, st.integers(1, 3), st.just(5.0), payloads),
+    st.builds(r.Timer, st.just(RUN), st.integers(0, 3), names, st.just(5.0)),
+    st.builds(r.Fired, st.just(RUN), st.integers(0, 3)),
+    st.builds(r.Signal, st.sampled_from([RUN, RUN + 1]), names, st.one_of(st.none(), st.integers(0, 3)), payloads),
+    st.builds(r.Wait, st.just(RUN), st.integers(0, 3), names, st.one_of(st.none(), st.just(9.0))),
+    st.builds(r.Waited, st.just(RUN), st.integers(0, 3), st.sampled_from(["signal", "timeout"]), payloads),
+    st.builds(r.Value, st.just(RUN), st.integers(0, 3), st.sampled_from(["now", "random"]), payloads),
+    st.builds(r.Cancel, st.just(RUN), payloads, st.none()),
+    st.builds(r.Done, st.just(RUN), st.sampled_from(["completed", "failed"]), st.just(1.0), payloads),
+    st.just(START),
+)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(0, 30), any_record), max_size=12), st.lists(operations(), max_size=6))
+def test_the_machine_is_total_on_typed_records(pairs, ops):
+    h = History()
+    for lsn, rec in [(0, START)] + pairs:
+        before = (h.records, h.gate, h.received, h.consumed, h.ops, h.turns)
+        try:
+            h.add(rec, lsn)
+        except ValueError as e:
+            assert str(e)
+            assert before == (h.records, h.gate, h.received, h.consumed, h.ops, h.turns)
+    m = Machine(h)
+    for kind, name, _ in ops:
+        try:
+            answer = m.begin(kind, name)
+        except (DeterminismError, Cancelled):
+            continue
+        assert type(answer) in (Replay, Live)
+    h.pending_timers(), h.due(10.0), h.unconsumed
+
+
+# -- examples -----------------------------------------------------------------------------
+
+
+def history(*recs):
+    return History.from_records([(lsn, rec) for lsn, rec in enumerate((START,) + recs, start=1)])
+
+
+def test_a_failed_step_replays_as_step_failed_with_its_failure():
+    h = history(r.Attempt(RUN, 0, "pay", 1, 5.0, "e1"), r.Step(RUN, 0, "pay", 2, "error", {"type": "E", "message": "no"}))
+    answer = Machine(h).begin("step", "pay")
+    with pytest.raises(StepFailed) as e:
+        answer.result()
+    assert ("pay", {"type": "E", "message": "no"}) == (e.value.name, e.value.failure)
+
+
+def test_backoff_survives_a_crash():
+    h = history(r.Attempt(RUN, 0, "pay", 1, 12.5, "e1"), r.Attempt(RUN, 0, "pay", 2, 30.0, "e2"))
+    assert Live(0, "step", "pay", 2, 30.0) == Machine(h).begin("step", "pay")
+    assert (2, 30.0) == h.attempts(0)
+    assert (0, None) == h.attempts(1)
+
+
+def test_a_sleep_fired_or_pending():
+    h = history(r.Timer(RUN, 0, "nap", 50.0), r.Fired(RUN, 0), r.Timer(RUN, 1, "long", 900.0))
+    m = Machine(h)
+    assert ("fired", None) == delivered(m.begin("sleep", "nap"))
+    assert Live(1, "sleep", "long", armed=True, at=900.0) == m.begin("sleep", "long")
+    assert (Pending(1, "sleep", "long", 900.0),) == m.pending_timers()
+    assert () == m.due(899.0)
+    assert (Pending(1, "sleep", "long", 900.0),) == m.due(900.0)
+
+
+def test_a_wait_that_timed_out_replays_as_none():
+    h = history(r.Wait(RUN, 0, "review", 60.0), r.Waited(RUN, 0, "timeout", None))
+    assert ("timeout", None) == delivered(Machine(h).begin("wait", "review"))
+
+
+def test_signals_sent_before_the_wait_are_kept_in_order():
+    h = history(
+        r.Signal(RUN, "review", 1, "first"),
+        r.Signal(RUN, "other", 2, "x"),
+        r.Signal(RUN, "review", 1, "dup"),
+        r.Signal(RUN, "review", 3, "second"),
+    )
+    m = Machine(h)
+    assert ["first", "x", "second"] == [s.payload for s in h.received]
+    assert "first" == m.signal_for("review").payload
+    assert Live(0, "wait", "review") == m.begin("wait", "review")
+    m.record(r.Wait(RUN, 0, "review", None), 10)
+    m.record(r.Waited(RUN, 0, "signal", "first"), 11)
+    assert "second" == m.signal_for("review").payload
+    assert ["first"] == [s.payload for s in h.consumed]
+    assert ["x", "second"] == [s.payload for s in h.unconsumed]
+
+
+def test_a_value_replays_its_recorded_value():
+    h = history(r.Value(RUN, 0, "now", 123.5))
+    assert ("value", 123.5) == delivered(Machine(h).begin("value", "now"))
+    with pytest.raises(DeterminismError):
+        Machine(h).begin("value", "random")
+
+
+def test_cancel_raises_at_the_next_operation_once_then_compensation_runs():
+    h = history(r.Step(RUN, 0, "reserve", 1, "ok", 1), r.Cancel(RUN, "changed my mind", "user"), r.Step(RUN, 2, "refund", 1, "ok", 2))
+    m = Machine(h)
+    assert ("ok", 1) == delivered(m.begin("step", "reserve"))
+    with pytest.raises(Cancelled) as e:
+        m.begin("step", "charge")
+    assert "changed my mind" == e.value.reason
+    assert ("ok", 2) == delivered(m.begin("step", "refund"))
+    assert Live(3, "step", "notify") == m.begin("step", "notify")
+
+
+def test_cancel_recorded_while_a_step_ran_is_raised_by_that_step_on_replay():
+    h = history(r.Cancel(RUN, "stop", None), r.Step(RUN, 0, "charge", 1, "ok", 1))
+    m = Machine(h)
+    with pytest.raises(Cancelled):
+        m.begin("step", "charge")
+    assert Live(1, "step", "refund") == m.begin("step", "refund")
+
+
+def test_a_live_cancel_is_taken_once():
+    m = Machine(history())
+    assert Live(0, "sleep", "nap") == m.begin("sleep", "nap")
+    m.record(r.Cancel(RUN, "stop", None), 10)
+    assert m.cancelling
+    assert "stop" == m.take_cancel().reason
+    assert None is m.take_cancel()
+    assert Live(1, "step", "undo") == m.begin("step", "undo")
+
+
+def test_done_says_how_the_run_finished_and_nothing_follows_it():
+    h = history(r.Done(RUN, "completed", 200.0, {"total": 3}))
+    assert h.finished and ("completed", {"total": 3}) == (h.done.status, h.done.payload)
+    with pytest.raises(ValueError, match="after the run's Done"):
+        h.add(r.Signal(RUN, "late", None, 1), 99)
+
+
+def test_the_gate_is_the_last_record_of_the_run():
+    m = Machine(history(r.Step(RUN, 0, "a", 1, "ok", 1)))
+    assert 2 == m.gate()
+    m.record(r.Signal(RUN, "s", None, 1), 40)
+    assert 40 == m.gate()
+    assert 0 == History().gate
+
+
+@pytest.mark.parametrize(
+    "recs, why",
+    [
+        ((r.Fired(RUN, 0),), "without its Timer"),
+        ((r.Waited(RUN, 0, "timeout", None),), "without its Wait"),
+        ((r.Wait(RUN, 0, "x", None), r.Waited(RUN, 0, "signal", 1)), "never received"),
+        ((r.Step(RUN, 0, "a", 1, "ok", 1), r.Step(RUN, 0, "a", 1, "ok", 1)), "already completed"),
+        ((r.Attempt(RUN, 0, "a", 1, 1.0, None), r.Step(RUN, 0, "b", 2, "ok", 1)), "recorded as step 'a'"),
+        ((r.Timer(RUN, 0, "a", 1.0), r.Timer(RUN, 0, "a", 1.0)), "already begun"),
+        ((r.Signal(RUN + 1, "s", None, 1),), "run 8"),
+        ((START,), "second Start"),
+    ],
+)
+def test_a_history_that_cannot_be_is_a_clear_value_error(recs, why):
+    with pytest.raises(ValueError, match=why):
+        history(*recs)
+
+
+def test_the_first_record_is_start_and_lsns_rise():
+    with pytest.raises(ValueError, match="first record is its Start"):
+        History.from_records([(1, r.Fired(RUN, 0))])
+    with pytest.raises(ValueError, match="does not follow"):
+        History.from_records([(5, START), (5, r.Signal(RUN, "s", None, 1))])
+    with pytest.raises(TypeError, match="not a fusee record"):
+        History.from_records([(1, ("Start", 1))])
+    with pytest.raises(ValueError, match="kind is one of"):
+        Machine().begin("child", "x")
