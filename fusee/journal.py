@@ -1,0 +1,476 @@
+"""fusee's journal: per-shard logs of opaque records, group-committed to disk.
+
+Layout: ``<path>/shard-<n>/<segment number>.seg``, each a segment of
+:mod:`fusee.segment` (a 4 KiB header, then frames).  LSNs are consecutive
+across a shard's segments, from 1.  Every open recovers each shard (scanning
+its segments in order), deletes a trailing segment with no valid frame, and
+starts a fresh segment numbered after the last, so new frames never follow
+torn bytes in one file.  A segment is preallocated to ``segment_size`` bytes
+and, by default, zero-filled: on ext4 a write into merely fallocated space
+converts an "unwritten" extent, a metadata change ``fdatasync`` must commit,
+while a write over written zeros changes data only.  A batch that does not
+fit in the current segment's room goes to a new segment (rollover), made
+larger than ``segment_size`` if one batch needs it.
+
+Group commit: per shard, one flusher process runs on a carrier of the
+journal's own dispatcher (native OS threads, never the hub's thread of the
+caller).  :meth:`Journal.append` only queues the body and assigns its LSN; the
+flusher takes *everything* queued, writes it as one batch (``os.write``) and
+calls ``os.fdatasync`` once, then marks it durable and wakes the waiters.
+While that flush is in flight, new records queue up for the next one: one
+flush in flight per shard, and one ``fdatasync`` covers every record that
+arrived meanwhile.
+
+Threads: appends may come from any greenlet on any carrier (a native lock
+guards each shard's queue).  :meth:`wait_durable` parks the calling process
+(or the main greenlet, as a shell process) in an ensemble ``receive`` on a
+fresh alias; the flusher sends to that alias.  :meth:`on_durable` callbacks run
+on the shard's flusher carrier thread, inside the flusher process, right after
+the ``fdatasync``: they must not block (send a message instead).
+
+``path=None`` keeps everything in memory: every append is durable at once,
+and ``on_durable`` callbacks run at once in the caller.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import re
+from time import perf_counter
+from typing import Any, Callable
+
+import ensemble as _e
+from ensemble import NOMATCH, TIMEOUT
+from ensemble import dispatcher as _dispatcher
+from ensemble._threads import allocate_lock, get_ident
+
+from . import segment as _seg
+
+__all__ = ["Journal", "DEFAULT_SEGMENT_SIZE"]
+
+DEFAULT_SEGMENT_SIZE = 16 << 20  # zero-filled at every open: 64 MiB x 4 shards took ~2.3 s here
+_SEG_NAME = re.compile(r"^(\d+)\.seg$")
+_ZEROS = bytes(1 << 20)
+_TAG = "fusee_durable"
+_KICK = "fusee_kick"
+_journal_ids = itertools.count(1)
+
+
+def _corrupt(path: str | None, offset: int, why: str) -> Exception:
+    from .errors import Corrupt
+
+    return Corrupt(path, offset, why)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Shard:
+    __slots__ = (
+        "index",
+        "dir",
+        "lock",
+        "pending",
+        "next_lsn",
+        "durable_lsn",
+        "waiters",
+        "idle",
+        "closing",
+        "error",
+        "pid",
+        "recovered",
+        "places",
+        "fd",
+        "seg_path",
+        "seg_number",
+        "seg_pos",
+        "seg_size",
+        "flushes",
+        "records",
+        "flush_seconds",
+        "flush_seconds_max",
+        "in_flight",
+        "max_in_flight",
+        "idents",
+    )
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.dir: str | None = None
+        self.lock = allocate_lock()
+        self.pending: list[bytes] = []  # bodies at LSNs next_lsn - len(pending) .. next_lsn - 1
+        self.next_lsn = 1
+        self.durable_lsn = 0
+        self.waiters: list[tuple[int, int, Any]] = []  # heap of (lsn, seq, alias | callback)
+        self.idle = False  # the flusher is parked waiting for a kick
+        self.closing = False
+        self.error: BaseException | None = None
+        self.pid: Any = None
+        self.recovered: list[tuple[int, bytes]] = []
+        self.places: list[tuple[int, str, list[int]]] = []  # (base_lsn, path, frame offsets) per recovered segment
+        self.fd = -1
+        self.seg_path = ""
+        self.seg_number = 0
+        self.seg_pos = 0
+        self.seg_size = 0
+        self.flushes = 0
+        self.records = 0
+        self.flush_seconds = 0.0
+        self.flush_seconds_max = 0.0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.idents: set[int] = set()
+
+
+class Journal:
+    """Per-shard, group-committed logs of opaque byte bodies.  Open with :meth:`Journal.open`."""
+
+    def __init__(self, path: str | None, shards: int, segment_size: int, zero_fill: bool) -> None:
+        if type(shards) is not int or shards < 1:
+            raise ValueError(f"shards must be a positive int, not {shards!r}")
+        if segment_size < _seg.HEADER_SIZE + _seg.FRAME_HEADER:
+            raise ValueError(f"segment_size {segment_size} is too small")
+        self.path = path
+        self.segment_size = segment_size
+        self.zero_fill = zero_fill
+        self.closed = False
+        self._shards = [_Shard(i) for i in range(shards)]
+        self._seq = itertools.count()
+        self._dispatcher: str | None = None
+
+    # ------------------------------------------------------------------ open
+
+    @classmethod
+    def open(
+        cls,
+        path: str | None,
+        shards: int,
+        *,
+        segment_size: int = DEFAULT_SEGMENT_SIZE,
+        zero_fill: bool = True,
+    ) -> "Journal":
+        """Open (recovering) the journal at ``path`` with ``shards`` shards; ``None`` keeps it in memory.
+
+        Raises :class:`fusee.errors.Corrupt` (naming the file and offset) for a
+        damaged acknowledged record.  Starts a fresh segment per shard and one
+        flusher process per shard on a dispatcher of its own.
+        """
+        j = cls(path, shards, segment_size, zero_fill)
+        if path is None:
+            return j
+        os.makedirs(path, exist_ok=True)
+        for s in j._shards:
+            s.dir = os.path.join(path, f"shard-{s.index}")
+            os.makedirs(s.dir, exist_ok=True)
+            j._recover(s)
+        for s in j._shards:
+            j._new_segment(s, s.next_lsn, segment_size)
+        _fsync_dir(path)
+        name = f"fusee.io-{next(_journal_ids)}"
+        _dispatcher.define(name, shards)
+        j._dispatcher = name
+        for s in j._shards:
+            s.pid = _e.spawn(_flusher, j, s, dispatcher=name)
+        return j
+
+    def _recover(self, s: _Shard) -> None:
+        assert s.dir is not None
+        numbers = sorted(int(m.group(1)) for f in os.listdir(s.dir) if (m := _SEG_NAME.match(f)))
+        scans: list[tuple[int, str, _seg.Scan]] = []
+        for n in numbers:
+            p = os.path.join(s.dir, f"{n}.seg")
+            with open(p, "rb") as f:
+                data = f.read()
+            scans.append((n, p, _seg.scan(data, p)))
+        # A trailing segment with no valid frame (never used, or its creation never became durable) goes.
+        while scans and not scans[-1][2].frames:
+            n, p, sc = scans[-1]
+            if sc.header is not None and len(scans) > 1:
+                prev = scans[-2][2]
+                expected = prev.frames[-1].lsn + 1 if prev.frames else (prev.header.base_lsn if prev.header else 1)
+                if sc.header.base_lsn != expected:
+                    break  # let the checks below report the gap
+            os.unlink(p)
+            scans.pop()
+        next_lsn = 1
+        prev_path, prev_end = None, 0
+        for n, p, sc in scans:
+            h = sc.header
+            if h is None:
+                raise _corrupt(p, 0, "segment header is missing (all zeros) but later segments exist")
+            if h.shard != s.index:
+                raise _corrupt(p, 0, f"segment belongs to shard {h.shard}, found in shard {s.index}")
+            if h.number != n:
+                raise _corrupt(p, 0, f"segment header says number {h.number}")
+            if h.base_lsn > next_lsn and prev_path is not None:
+                raise _corrupt(
+                    prev_path,
+                    prev_end,
+                    f"records {next_lsn}..{h.base_lsn - 1} are missing or damaged "
+                    f"(the next segment begins at lsn {h.base_lsn})",
+                )
+            if h.base_lsn != next_lsn:
+                raise _corrupt(p, 0, f"segment begins at lsn {h.base_lsn}, expected {next_lsn}")
+            s.recovered.extend((fr.lsn, fr.body) for fr in sc.frames)
+            if sc.frames:
+                s.places.append((h.base_lsn, p, [fr.offset for fr in sc.frames]))
+            next_lsn = h.base_lsn + len(sc.frames)
+            prev_path, prev_end = p, sc.end
+        s.next_lsn = next_lsn
+        s.durable_lsn = next_lsn - 1
+        s.seg_number = scans[-1][0] if scans else 0  # a deleted trailing segment's number is reused
+
+    def _new_segment(self, s: _Shard, base_lsn: int, size: int) -> None:
+        """Create, preallocate and sync segment ``seg_number + 1`` beginning at ``base_lsn``; make it current."""
+        assert s.dir is not None
+        number = s.seg_number + 1
+        p = os.path.join(s.dir, f"{number}.seg")
+        fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            if hasattr(os, "posix_fallocate"):
+                try:
+                    os.posix_fallocate(fd, 0, size)
+                except OSError:
+                    os.ftruncate(fd, size)
+            else:
+                os.ftruncate(fd, size)
+            if self.zero_fill:
+                left = size
+                while left > 0:
+                    left -= os.write(fd, _ZEROS[: min(left, len(_ZEROS))])
+            os.pwrite(fd, _seg.encode_header(_seg.Header(s.index, base_lsn, number)), 0)
+            os.fsync(fd)  # size and extents: the last metadata change this file sees
+            _fsync_dir(s.dir)
+            os.lseek(fd, _seg.HEADER_SIZE, os.SEEK_SET)
+        except BaseException:
+            os.close(fd)
+            raise
+        if s.fd >= 0:
+            os.close(s.fd)
+        s.fd = fd
+        s.seg_path = p
+        s.seg_number = number
+        s.seg_pos = _seg.HEADER_SIZE
+        s.seg_size = size
+
+    # ------------------------------------------------------------------ records
+
+    def _shard(self, shard: int) -> _Shard:
+        try:
+            return self._shards[shard]
+        except (IndexError, TypeError):
+            raise ValueError(f"no shard {shard!r} (the journal has {len(self._shards)})") from None
+
+    def recovered(self, shard: int) -> list[tuple[int, bytes]]:
+        """The ``(lsn, body)`` records the open found in ``shard``, in LSN order."""
+        return list(self._shard(shard).recovered)
+
+    def where(self, shard: int, lsn: int) -> tuple[str, int]:
+        """``(path, offset)`` of a recovered record's frame: where to point ``Corrupt`` at for a bad body."""
+        for base, p, offsets in self._shard(shard).places:
+            if base <= lsn < base + len(offsets):
+                return p, offsets[lsn - base]
+        raise ValueError(f"lsn {lsn} of shard {shard} was not recovered")
+
+    def append(self, shard: int, body: bytes) -> int:
+        """Queue ``body`` for the next flush of ``shard`` and return its LSN; never blocks."""
+        if type(body) is not bytes:
+            raise TypeError(f"a journal body is bytes, not {type(body).__name__}")
+        s = self._shard(shard)
+        if self.path is None:
+            with s.lock:
+                if self.closed:
+                    raise ValueError("the journal is closed")
+                lsn = s.next_lsn
+                s.next_lsn = lsn + 1
+                s.durable_lsn = lsn
+                s.records += 1
+            return lsn
+        with s.lock:
+            if s.closing:
+                raise ValueError("the journal is closed")
+            if s.error is not None:
+                raise s.error
+            lsn = s.next_lsn
+            s.next_lsn = lsn + 1
+            s.pending.append(body)
+            kick = s.idle
+            s.idle = False
+        if kick:
+            _e.send(s.pid, _KICK)
+        return lsn
+
+    def durable_lsn(self, shard: int) -> int:
+        """The highest LSN of ``shard`` known to be on disk (0 before any)."""
+        return self._shard(shard).durable_lsn
+
+    def wait_durable(self, shard: int, lsn: int, timeout: float | None = None) -> bool:
+        """Block the calling process or greenlet cooperatively until ``lsn`` is durable; False on timeout.
+
+        Raises ValueError for an LSN not yet appended, and the flusher's
+        OSError if the disk failed.
+        """
+        s = self._shard(shard)
+        if s.durable_lsn >= lsn:
+            return True
+        if lsn >= s.next_lsn:
+            raise ValueError(f"lsn {lsn} of shard {shard} has not been appended")
+        a = _e.alias()
+        try:
+            with s.lock:
+                if s.durable_lsn >= lsn:
+                    return True
+                if s.error is not None:
+                    raise s.error
+                heapq.heappush(s.waiters, (lsn, next(self._seq), a))
+            msg = (_TAG, a)
+
+            def mine(m: Any) -> Any:
+                return m if m == msg else NOMATCH
+
+            if _e.receive(mine, timeout=timeout) is TIMEOUT:
+                return s.durable_lsn >= lsn
+        finally:
+            _e.unalias(a)
+        if s.error is not None and s.durable_lsn < lsn:
+            raise s.error
+        return True
+
+    def on_durable(self, shard: int, lsn: int, callback: Callable[[], Any]) -> None:
+        """Call ``callback()`` once ``lsn`` is durable: at once (in the caller) if it is already,
+        else on the shard's flusher carrier thread right after the flush (it must not block)."""
+        s = self._shard(shard)
+        with s.lock:
+            now = s.durable_lsn >= lsn
+            if not now:
+                if lsn >= s.next_lsn:
+                    raise ValueError(f"lsn {lsn} of shard {shard} has not been appended")
+                heapq.heappush(s.waiters, (lsn, next(self._seq), callback))
+        if now:
+            callback()
+
+    def metrics(self) -> dict[str, Any]:
+        """Flush statistics over every shard (``flush_thread_idents``: native ids of the flushing threads)."""
+        shards = self._shards
+        flushes = sum(s.flushes for s in shards)
+        records = sum(s.records for s in shards)
+        seconds = sum(s.flush_seconds for s in shards)
+        return {
+            "flushes": flushes,
+            "records": records,
+            "records_per_flush": records / flushes if flushes else 0.0,
+            "flush_seconds_mean": seconds / flushes if flushes else 0.0,
+            "flush_seconds_max": max(s.flush_seconds_max for s in shards),
+            "max_flushes_in_flight": max(s.max_in_flight for s in shards),
+            "flush_thread_idents": sorted(set().union(*(s.idents for s in shards))),
+            "durable_lsn": [s.durable_lsn for s in shards],
+            "segments": [s.seg_number for s in shards],
+        }
+
+    def close(self) -> None:
+        """Flush what is pending, stop the flushers and close the files.  Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.path is None:
+            return
+        for s in self._shards:
+            with s.lock:
+                s.closing = True
+                kick = s.idle
+                s.idle = False
+            if kick:
+                _e.send(s.pid, _KICK)
+        try:
+            for s in self._shards:
+                if s.pid is not None:
+                    _e.exit_reason(s.pid)
+        finally:
+            for s in self._shards:
+                if s.fd >= 0:
+                    os.close(s.fd)
+                    s.fd = -1
+            if self._dispatcher is not None:
+                _dispatcher.shutdown(self._dispatcher)
+
+    def __enter__(self) -> "Journal":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------------- the flusher
+
+
+def _flusher(j: Journal, s: _Shard) -> None:
+    """The shard's flusher process: flush everything queued, one batch at a time, until closed."""
+    while True:
+        with s.lock:
+            batch = s.pending
+            if batch:
+                s.pending = []
+                first = s.next_lsn - len(batch)
+            elif s.closing:
+                return
+            else:
+                s.idle = True
+        if not batch:
+            _e.receive()  # a kick (an append, or close)
+            continue
+        try:
+            _flush(j, s, first, batch)
+        except BaseException as exc:  # the disk failed: nothing more is durable
+            with s.lock:
+                s.error = exc
+                s.closing = True
+                woken = [w for _, _, w in s.waiters]
+                s.waiters = []
+            for w in woken:
+                if not callable(w):
+                    _e.send(w, (_TAG, w))
+            return
+        last = first + len(batch) - 1
+        with s.lock:
+            s.durable_lsn = last
+            ready = []
+            w = s.waiters
+            while w and w[0][0] <= last:
+                ready.append(heapq.heappop(w)[2])
+        for r in ready:
+            if callable(r):
+                r()
+            else:
+                _e.send(r, (_TAG, r))
+
+
+def _flush(j: Journal, s: _Shard, first: int, batch: list[bytes]) -> None:
+    data = _seg.encode_batch(first, batch)
+    if s.seg_pos + len(data) > s.seg_size:
+        j._new_segment(s, first, max(j.segment_size, _seg.HEADER_SIZE + len(data)))
+    s.in_flight += 1
+    if s.in_flight > s.max_in_flight:
+        s.max_in_flight = s.in_flight
+    s.idents.add(get_ident())
+    t0 = perf_counter()
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(s.fd, view) :]
+        os.fdatasync(s.fd)
+    finally:
+        s.in_flight -= 1
+    dt = perf_counter() - t0
+    s.seg_pos += len(data)
+    s.flushes += 1
+    s.records += len(batch)
+    s.flush_seconds += dt
+    if dt > s.flush_seconds_max:
+        s.flush_seconds_max = dt
