@@ -1,1 +1,56 @@
-"""fusee: embeddable durable execution on a group-committed journal, built on ensemble."""
+"""fusee: embeddable durable execution on a group-committed journal, built on ensemble.
+
+>>> @fusee.workflow("greet", version=1)
+... def greet(ctx, name):
+...     return ctx.step("compose", lambda: f"hello, {name}")
+>>> with fusee.Engine.open(None, workflows=[greet]) as engine:
+...     engine.execute(greet, "greet-1", "world")
+'hello, world'
+"""
+
+from .codec import register
+from .durations import parse as parse_duration
+from .engine import Ctx, Engine, IdPolicy, Retry, Run, Signal, StepContext, Workflow, signal, workflow
+from .errors import (
+    CODES,
+    AlreadyExists,
+    Busy,
+    Cancelled,
+    Corrupt,
+    DeterminismError,
+    Error,
+    Failed,
+    NotFound,
+    NotSerializable,
+    StepFailed,
+    Terminated,
+    UnknownWorkflow,
+)
+
+__all__ = [
+    "workflow",
+    "signal",
+    "Engine",
+    "Run",
+    "IdPolicy",
+    "Retry",
+    "Ctx",
+    "StepContext",
+    "Signal",
+    "Workflow",
+    "register",
+    "parse_duration",
+    "Error",
+    "Busy",
+    "NotFound",
+    "AlreadyExists",
+    "UnknownWorkflow",
+    "StepFailed",
+    "Failed",
+    "Cancelled",
+    "Terminated",
+    "DeterminismError",
+    "Corrupt",
+    "NotSerializable",
+    "CODES",
+]
