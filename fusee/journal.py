@@ -22,9 +22,16 @@ flush in flight per shard, and one ``fdatasync`` covers every record that
 arrived meanwhile.
 
 Threads: appends may come from any greenlet on any carrier (a native lock
-guards each shard's queue).  :meth:`wait_durable` parks the calling process
-(or the main greenlet, as a shell process) in an ensemble ``receive`` on a
-fresh alias; the flusher sends to that alias.  :meth:`on_durable` callbacks run
+guards each shard's queue).  An idle flusher blocks in a native lock wait (the
+shard's ``kick``: the GIL is released, and the append or close that finds the
+flusher idle releases it, a futex wake), not in an ensemble receive: its
+carrier thread runs nothing else.  Every ``_IDLE_POLL`` seconds it looks
+whether the process was killed (``ensemble.exit``), since a doom cannot
+interrupt a native wait; :meth:`close` releases the kick itself.
+:meth:`wait_durable` waits in a selective receive (the calling process, or
+the main greenlet as a shell process) until the flusher sends it a private
+token (on a timeout the wait is withdrawn, so no token is left behind).
+:meth:`on_durable` callbacks run
 on the shard's flusher carrier thread, inside the flusher process, right after
 the ``fdatasync``: they must not block (send a message instead).
 
@@ -41,21 +48,46 @@ import re
 from time import perf_counter
 from typing import Any, Callable
 
-import ensemble as _e
-from ensemble import NOMATCH, TIMEOUT
+import ensemble as e
+from ensemble import NOMATCH
 from ensemble import dispatcher as _dispatcher
-from ensemble._threads import allocate_lock, get_ident
+from gevent import monkey as _monkey
 
 from . import segment as _seg
+
+# real OS-thread primitives, also when the app has monkey-patched threading
+allocate_lock = _monkey.get_original("_thread", "allocate_lock")
+get_ident = _monkey.get_original("_thread", "get_ident")
 
 __all__ = ["Journal", "DEFAULT_SEGMENT_SIZE"]
 
 DEFAULT_SEGMENT_SIZE = 16 << 20  # zero-filled at every open: 64 MiB x 4 shards took ~2.3 s here
 _SEG_NAME = re.compile(r"^(\d+)\.seg$")
 _ZEROS = bytes(1 << 20)
-_TAG = "fusee_durable"
-_KICK = "fusee_kick"
 _journal_ids = itertools.count(1)
+_IDLE_POLL = 0.05  # seconds an idle flusher waits natively between looks for a kill
+
+
+def _never(m: Any) -> Any:
+    return NOMATCH
+
+
+class _Token:
+    """What the flusher puts in a waiter's mailbox (and the waiter takes out): "your LSN is settled"."""
+
+    __slots__ = ()
+
+
+def _await_token(tok: _Token, timeout: float | None) -> bool:
+    """Wait in a selective receive until ``tok`` is in the caller's mailbox; take it.  False on timeout."""
+    return e.receive(lambda m: True if m is tok else NOMATCH, timeout=timeout) is True
+
+
+def _wake(ready: list) -> None:
+    """Hand each ready waiter its token (ensemble.send is safe from the flusher's thread)."""
+    send = e.send
+    for p, tok in ready:
+        send(p, tok)
 
 
 def _corrupt(path: str | None, offset: int, why: str) -> Exception:
@@ -82,6 +114,7 @@ class _Shard:
         "durable_lsn",
         "waiters",
         "idle",
+        "kick",
         "closing",
         "error",
         "pid",
@@ -108,8 +141,12 @@ class _Shard:
         self.pending: list[bytes] = []  # bodies at LSNs next_lsn - len(pending) .. next_lsn - 1
         self.next_lsn = 1
         self.durable_lsn = 0
-        self.waiters: list[tuple[int, int, Any]] = []  # heap of (lsn, seq, alias | callback)
+        self.waiters: list[tuple[int, int, Any]] = []  # heap of (lsn, seq, (pid, token) | callback)
         self.idle = False  # the flusher is parked waiting for a kick
+        # The kick: a native lock, held while there is nothing to say.  Whoever turns ``idle``
+        # from True to False (under ``lock``) releases it, so it holds at most one token.
+        self.kick = allocate_lock()
+        self.kick.acquire()
         self.closing = False
         self.error: BaseException | None = None
         self.pid: Any = None
@@ -177,7 +214,7 @@ class Journal:
         _dispatcher.define(name, shards)
         j._dispatcher = name
         for s in j._shards:
-            s.pid = _e.spawn(_flusher, j, s, dispatcher=name)
+            s.pid = e.spawn(_flusher, j, s, dispatcher=name)
         return j
 
     def _recover(self, s: _Shard) -> None:
@@ -301,10 +338,9 @@ class Journal:
             lsn = s.next_lsn
             s.next_lsn = lsn + 1
             s.pending.append(body)
-            kick = s.idle
-            s.idle = False
-        if kick:
-            _e.send(s.pid, _KICK)
+            if s.idle:
+                s.idle = False
+                s.kick.release()
         return lsn
 
     def durable_lsn(self, shard: int) -> int:
@@ -322,23 +358,25 @@ class Journal:
             return True
         if lsn >= s.next_lsn:
             raise ValueError(f"lsn {lsn} of shard {shard} has not been appended")
-        a = _e.alias()
-        try:
+        tok = _Token()
+        ent = (e.self(), tok)
+        with s.lock:
+            if s.durable_lsn >= lsn:
+                return True
+            if s.error is not None:
+                raise s.error
+            heapq.heappush(s.waiters, (lsn, next(self._seq), ent))
+        if not _await_token(tok, timeout):
             with s.lock:
-                if s.durable_lsn >= lsn:
-                    return True
-                if s.error is not None:
-                    raise s.error
-                heapq.heappush(s.waiters, (lsn, next(self._seq), a))
-            msg = (_TAG, a)
-
-            def mine(m: Any) -> Any:
-                return m if m == msg else NOMATCH
-
-            if _e.receive(mine, timeout=timeout) is TIMEOUT:
-                return s.durable_lsn >= lsn
-        finally:
-            _e.unalias(a)
+                w = s.waiters
+                for i, x in enumerate(w):
+                    if x[2] is ent:  # still queued: the flusher will never deliver the token
+                        w[i] = w[-1]
+                        w.pop()
+                        heapq.heapify(w)
+                        return s.durable_lsn >= lsn
+            # the flusher took it (durable, or the disk failed): its token is on the way
+            _await_token(tok, None)
         if s.error is not None and s.durable_lsn < lsn:
             raise s.error
         return True
@@ -384,14 +422,13 @@ class Journal:
         for s in self._shards:
             with s.lock:
                 s.closing = True
-                kick = s.idle
-                s.idle = False
-            if kick:
-                _e.send(s.pid, _KICK)
+                if s.idle:
+                    s.idle = False
+                    s.kick.release()
         try:
             for s in self._shards:
                 if s.pid is not None:
-                    _e.exit_reason(s.pid)
+                    e.exit_reason(s.pid)
         finally:
             for s in self._shards:
                 if s.fd >= 0:
@@ -423,7 +460,11 @@ def _flusher(j: Journal, s: _Shard) -> None:
             else:
                 s.idle = True
         if not batch:
-            _e.receive()  # a kick (an append, or close)
+            # A native wait on this carrier's own thread (nothing else runs on it): it releases
+            # the GIL and wakes by futex when an append or close releases the kick.  Every
+            # _IDLE_POLL it looks for a kill (ensemble's doom cannot interrupt a native wait).
+            while not s.kick.acquire(True, _IDLE_POLL):
+                e.receive(_never, timeout=0)  # raises the exit signal if the process was killed
             continue
         try:
             _flush(j, s, first, batch)
@@ -433,9 +474,7 @@ def _flusher(j: Journal, s: _Shard) -> None:
                 s.closing = True
                 woken = [w for _, _, w in s.waiters]
                 s.waiters = []
-            for w in woken:
-                if not callable(w):
-                    _e.send(w, (_TAG, w))
+            _wake([w for w in woken if not callable(w)])
             return
         last = first + len(batch) - 1
         with s.lock:
@@ -444,11 +483,13 @@ def _flusher(j: Journal, s: _Shard) -> None:
             w = s.waiters
             while w and w[0][0] <= last:
                 ready.append(heapq.heappop(w)[2])
-        for r in ready:
-            if callable(r):
-                r()
-            else:
-                _e.send(r, (_TAG, r))
+        if ready:
+            ents = [r for r in ready if not callable(r)]
+            if ents:
+                _wake(ents)
+            for r in ready:
+                if callable(r):
+                    r()
 
 
 def _flush(j: Journal, s: _Shard, first: int, batch: list[bytes]) -> None:

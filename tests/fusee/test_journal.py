@@ -284,3 +284,57 @@ def test_in_memory_journal_is_durable_at_once(tmp_path):
     got = (lsns, j.durable_lsn(0), j.wait_durable(0, 3), j.recovered(0), called, j.append(1, b"x"))
     j.close()
     assert ([1, 2, 3], 3, True, [], [get_ident()], 1) == got
+
+
+def test_an_idle_flusher_parked_in_its_native_wait_can_be_killed(tmp_path):
+    """exit(pid, "kill") stops a flusher blocked in its native kick wait; close() still returns."""
+    import time
+
+    j = Journal.open(str(tmp_path), 1, segment_size=SMALL)
+    write(j, 0, [b"a"])
+    pid = j._shards[0].pid
+    time.sleep(0.01)  # let it go idle in the native wait
+    t0 = time.monotonic()
+    e.exit(pid, "kill")
+    reason = e.exit_reason(pid)
+    waited = time.monotonic() - t0
+    j.close()
+    assert (e.is_alive(pid), waited < 2.0) == (False, True), reason
+
+
+def test_wait_durable_timeout_leaves_no_stray_message(tmp_path, monkeypatch):
+    """A timed-out wait_durable leaves the caller's mailbox as it was, also once the flush lands."""
+    gate = Gate(monkeypatch)
+    with Journal.open(str(tmp_path), 1, segment_size=SMALL) as j:
+        e.send(e.self(), "mine")
+        lsn = j.append(0, b"slow")
+        gate.wait_entered()
+        early = j.wait_durable(0, lsn, timeout=0.01)
+        gate.release()
+        late = j.wait_durable(0, lsn, timeout=10)
+        lsn2 = j.append(0, b"next")
+        assert j.wait_durable(0, lsn2, timeout=10)
+        got = [e.receive(timeout=0.05), e.receive(timeout=0.05)]
+    assert (False, True, ["mine", e.TIMEOUT]) == (early, late, got)
+
+
+def test_one_flush_wakes_every_waiter_on_a_carrier(tmp_path, monkeypatch):
+    """32 waiters parked on one carrier behind a held flush all wake from it, each exactly once."""
+    gate = Gate(monkeypatch)
+    with Journal.open(str(tmp_path), 1, segment_size=SMALL) as j:
+        j.append(0, b"opener")
+        gate.wait_entered()
+        me = e.self()
+        lsns = [j.append(0, b"w%d" % i) for i in range(32)]
+
+        def waiter(i: int) -> None:
+            ok = j.wait_durable(0, lsns[i], timeout=10)
+            extra = e.receive(timeout=0.02)
+            e.send(me, ("woke", i, ok, extra))
+
+        for i in range(32):
+            e.spawn(waiter, i)
+        e.receive(timeout=0.05)  # let them park
+        gate.release()
+        got = sorted(e.receive(lambda m: m[1:] if m[0] == "woke" else e.NOMATCH) for _ in range(32))
+    assert [(i, True, e.TIMEOUT) for i in range(32)] == got
