@@ -248,7 +248,90 @@ def _bad_text(tree: Any, path: str) -> str:
 
 def encode(value: Any, *, root: str = "value") -> bytes:
     """``value`` as compact UTF-8 JSON bytes; ``NotSerializable`` (path starting at ``root``) if refused."""
+    text = _fast_text(value)
+    if text is not None:
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: the full walk names it
     return dumps_tree(to_tree(value, root), root)
+
+
+# -- the fast path -------------------------------------------------------------------
+#
+# Most payloads are plain JSON values already (no tuple, dataclass, reserved
+# key, NaN, cycle...): for them ``to_tree`` would only copy.  ``_plain`` checks
+# that cheaply and ``_fast_text`` then writes them with a reused encoder,
+# giving the very text ``dumps_tree(to_tree(v))`` gives.  Anything else (or
+# anything deeper than ``_FAST_DEPTH``, which is where a cycle would end up)
+# answers ``None`` and takes the full, path-reporting walk.
+
+_FAST_DEPTH: Final = 32
+
+_encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False)
+_encode_text = _encoder.encode
+_isfinite = math.isfinite
+
+
+def _plain(value: Any, depth: int) -> bool:
+    """Whether ``value`` is a plain JSON value that ``to_tree`` would hand back unchanged."""
+    t = type(value)
+    if value is None or t is str or t is int or t is bool:
+        return True
+    if t is float:
+        return _isfinite(value)
+    if depth <= 0:
+        return False
+    if t is list:
+        depth -= 1
+        for x in value:
+            tx = type(x)
+            if tx is str or tx is int or x is None or tx is bool:
+                continue
+            if not _plain(x, depth):
+                return False
+        return True
+    if t is dict:
+        if DC in value or DICT in value:
+            return False
+        depth -= 1
+        for k, x in value.items():
+            if type(k) is not str:
+                return False
+            tx = type(x)
+            if tx is str or tx is int or x is None or tx is bool:
+                continue
+            if not _plain(x, depth):
+                return False
+        return True
+    return False
+
+
+def _fast_text(value: Any) -> str | None:
+    """The JSON text of ``value`` if it is a plain JSON value (a str may still hold a lone surrogate), else ``None``."""
+    t = type(value)
+    if t is str:
+        return _encode_str(value)
+    if value is None:
+        return "null"
+    if t is int:
+        try:
+            return int.__repr__(value)
+        except ValueError:  # too many digits for str(): let the full path raise it
+            return None
+    if t is bool:
+        return "true" if value else "false"
+    if t is float:
+        return float.__repr__(value) if _isfinite(value) else None
+    if not _plain(value, _FAST_DEPTH):
+        return None
+    try:
+        return _encode_text(value)
+    except (ValueError, RecursionError):
+        return None
+
+
+_encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
 # -- tree -> value -------------------------------------------------------------------

@@ -304,9 +304,14 @@ class StepContext:
 
 
 _arity_cache: dict[Any, bool] = {}
+_FunctionType = type(_signal_name)
 
 
 def _takes_step_context(fn: Callable[..., Any]) -> bool:
+    if type(fn) is _FunctionType:  # the common case: a plain function or lambda, cached by its code
+        hit = _arity_cache.get(fn.__code__)
+        if hit is not None:
+            return hit
     code = getattr(fn, "__code__", None)
     if code is not None and not inspect.ismethod(fn):
         hit = _arity_cache.get(code)
@@ -422,7 +427,7 @@ class Ctx:
                     if time.time() >= retry_at:
                         break
                     self._pause(retry_at)
-            if not read_only:
+            if not read_only and journal.path is not None:  # in memory, every append is durable at once
                 journal.wait_durable(st.shard, m.gate())
             try:
                 if takes:

@@ -316,12 +316,78 @@ PAYLOADS: Final[dict[str, tuple[str, ...]]] = {
 
 _TIMES: Final = frozenset({"started", "retry_at", "fire_at", "deadline", "finished"})
 
+_fast_text = codec._fast_text
+_encode_str = codec._encode_str
+
+# Each record class to its fields with the JSON text before each value:
+# '{"t":"<kind>","<first>":' for the first, ',"<name>":' for the others.
+_FAST: Final[dict[type, tuple[tuple[str, Any, str], ...]]] = {
+    cls: tuple(
+        (name, check, (f'{{"t":"{_KIND_OF[cls]}",' if i == 0 else ",") + f'"{name}":')
+        for i, (name, check, _) in enumerate(fields)
+    )
+    for cls, fields in _SCHEMA.items()
+}
+
 
 # -- encode / decode -----------------------------------------------------------------
 
 
 def encode_record(record: Record) -> bytes:
     """The canonical encoding of ``record``: compact UTF-8 JSON ``{"t": kind, ...fields}``."""
+    t = type(record)
+    if t is Step:  # the common record, written directly
+        run, seq, name, attempt, status = record.run, record.seq, record.name, record.attempt, record.status
+        if (
+            type(run) is int
+            and run >= 0
+            and type(seq) is int
+            and seq >= 0
+            and type(name) is str
+            and type(attempt) is int
+            and attempt >= 0
+            and type(status) is str
+            and (status == "ok" or status == "error")
+        ):
+            payload = _fast_text(record.payload)
+            if payload is not None:
+                try:
+                    return (
+                        f'{{"t":"step","run":{run:d},"seq":{seq:d},"name":{_encode_str(name)},'
+                        f'"attempt":{attempt:d},"status":"{status}","payload":{payload}}}'
+                    ).encode("utf-8")
+                except (UnicodeEncodeError, ValueError):
+                    pass  # a lone surrogate, or an int too long for str(): the full path says so
+    else:
+        fast = _FAST.get(t)
+        if fast is not None:
+            body = _encode_fast(record, fast)
+            if body is not None:
+                return body
+    return _encode_full(record)
+
+
+def _encode_fast(record: Any, fields: tuple[tuple[str, Any, str], ...]) -> bytes | None:
+    """``record``'s encoding when every field passes its check and every payload is plain JSON; else ``None``."""
+    parts = []
+    for name, check, prefix in fields:
+        x = getattr(record, name)
+        if check is not _PAYLOAD and not check(x):
+            return None
+        text = _fast_text(x)
+        if text is None:
+            return None
+        parts.append(prefix)
+        parts.append(text)
+    parts.append("}")
+    try:
+        return "".join(parts).encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
+def _encode_full(record: Record) -> bytes:
+    """The canonical encoding, the long way: every field checked, payloads walked (errors name their path)."""
     kind = kind_of(record)
     tree: dict[str, Any] = {"t": kind}
     for name, check, want in _SCHEMA[type(record)]:

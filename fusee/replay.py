@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final, Iterable
 
 from . import records as r
@@ -190,6 +190,8 @@ def _identity(rec: Any) -> tuple[str, Any] | None:
 
 _OP_RECORDS: Final = ("Step", "Attempt", "Timer", "Fired", "Wait", "Waited", "Value")
 _RUN_RECORDS: Final = ("Start", "Signal", "Cancel", "Done")
+_KIND_NAMES: Final = {getattr(r, kind): kind for kind in _OP_RECORDS + _RUN_RECORDS}
+_OP_KINDS: Final = frozenset(_OP_RECORDS)
 
 
 class History:
@@ -214,7 +216,9 @@ class History:
         self._lsns: list[int] = []
         self._records: list[Any] = []
         self._start: Any = None
-        self._ops: dict[int, Op] = {}
+        # Each operation's Op; a step completed by its first record is kept as the
+        # pair (its Step, its turn) and made an Op when first asked for (see _op).
+        self._ops: dict[int, Any] = {}
         self._turns = 0
         self._signals: list[Any] = []
         self._dedups: set = set()
@@ -242,10 +246,10 @@ class History:
 
     def add(self, rec: Any, lsn: int) -> None:
         """Append ``rec``, journaled at ``lsn``; raise (changing nothing) if it cannot follow."""
-        kind = type(rec).__name__
-        if type(rec) is not getattr(r, kind, None) or kind not in _OP_RECORDS + _RUN_RECORDS:
+        kind = _KIND_NAMES.get(type(rec))
+        if kind is None:
             raise TypeError(f"not a fusee record: {rec!r}")
-        if not _is_int(lsn) or lsn < 0:
+        if type(lsn) is not int or lsn < 0:
             raise ValueError(f"an LSN is an int >= 0, got {lsn!r}")
         if self._lsns and lsn <= self._lsns[-1]:
             raise ValueError(f"LSN {lsn} does not follow {self._lsns[-1]}: journal order is LSN order")
@@ -258,7 +262,22 @@ class History:
             raise ValueError("a second Start for the run")
         elif rec.run != self._start.run:
             raise ValueError(f"a record of run {rec.run!r} in the history of run {self._start.run!r}")
-        apply = self._check_op(rec, kind) if kind in _OP_RECORDS else self._check_run(rec, kind)
+        if kind == "Step":  # the common record: a step completing an operation not yet begun
+            seq = rec.seq
+            status = rec.status
+            if (
+                type(seq) is int
+                and seq >= 0
+                and seq not in self._ops
+                and type(status) is str
+                and (status == "ok" or status == "error")
+            ):
+                self._ops[seq] = (rec, self._turns)
+                self._turns += 1
+                self._lsns.append(lsn)
+                self._records.append(rec)
+                return
+        apply = self._check_op(rec, kind) if kind in _OP_KINDS else self._check_run(rec, kind)
         apply()
         self._lsns.append(lsn)
         self._records.append(rec)
@@ -308,7 +327,7 @@ class History:
         seq = rec.seq
         if not _is_int(seq) or seq < 0:
             raise ValueError(f"a {kind}'s seq is an int >= 0, got {seq!r}")
-        op = self._ops.get(seq)
+        op = self._op(seq)
         ident = _identity(rec)
         if ident is not None and op is not None and (op.kind != ident[0] or not _same(op.name, ident[1])):
             raise ValueError(f"a {kind} for operation {seq}, recorded as {op.kind} {op.name!r}, names {ident!r}")
@@ -340,19 +359,27 @@ class History:
             op = Op(seq, *ident)  # type: ignore[misc]  (Fired/Waited have op set: checked above)
 
         def apply() -> None:
-            new = op
+            # Op is frozen: build the next one positionally (dataclasses.replace is slow).
             if kind == "Attempt":
-                new = replace(op, attempts=op.attempts + (rec,))
-            elif kind in ("Timer", "Wait"):
-                new = replace(op, armed=rec)
+                new = Op(op.seq, op.kind, op.name, op.attempts + (rec,), op.armed, op.done, op.turn)
+            elif kind == "Timer" or kind == "Wait":
+                new = Op(op.seq, op.kind, op.name, op.attempts, rec, op.done, op.turn)
             else:  # a completion: Step, Fired, Waited, Value
                 if queue is not None:
                     self._consumed.append((seq, queue.popleft()))
-                new = replace(op, done=rec, turn=self._turns)
+                new = Op(op.seq, op.kind, op.name, op.attempts, op.armed, rec, self._turns)
                 self._turns += 1
             self._ops[seq] = new
 
         return apply
+
+    def _op(self, seq: Any) -> Op | None:
+        """Operation ``seq``'s Op (made and kept on first ask for a step stored as its bare completion)."""
+        op = self._ops.get(seq)
+        if type(op) is tuple:
+            rec, turn = op
+            op = self._ops[seq] = Op(seq, STEP, rec.name, (), None, rec, turn)
+        return op
 
     # -- reading ---------------------------------------------------------------------
 
@@ -381,16 +408,16 @@ class History:
 
     def op(self, seq: int) -> Op | None:
         """What the journal knows of operation ``seq`` (``None``: nothing)."""
-        return self._ops.get(seq)
+        return self._op(seq)
 
     @property
     def ops(self) -> tuple[Op, ...]:
         """Every operation the journal knows, by ``seq``."""
-        return tuple(self._ops[s] for s in sorted(self._ops))
+        return tuple(self._op(s) for s in sorted(self._ops))
 
     def attempts(self, seq: int) -> tuple[int, float | None]:
         """Failed attempts recorded for step ``seq`` and the last one's ``retry_at`` (``(0, None)``: none)."""
-        op = self._ops.get(seq)
+        op = self._op(seq)
         if op is None or not op.attempts:
             return (0, None)
         return (len(op.attempts), op.attempts[-1].retry_at)
@@ -450,6 +477,8 @@ class History:
         out = []
         for s in sorted(self._ops):
             op = self._ops[s]
+            if type(op) is tuple:  # a completed step
+                continue
             if op.armed is not None and op.done is None:
                 at = op.armed.fire_at if op.kind == SLEEP else op.armed.deadline
                 out.append(Pending(s, op.kind, op.name, at))
@@ -517,11 +546,14 @@ class Machine:
             raise ValueError(f"an operation's kind is one of {sorted(KINDS)}, got {kind!r}")
         seq = self._next
         self._next = seq + 1
-        op = self.history.op(seq)
+        h = self.history
+        op = h._ops.get(seq)
+        if type(op) is tuple:
+            op = h._op(seq)
         if op is not None and (op.kind != kind or not _same(op.name, name)):
             raise DeterminismError(seq, (op.kind, op.name), (kind, name))
-        if self.cancelling:
-            turn = self.history.cancel_turn
+        if h._cancel is not None and not self._cancel_delivered:
+            turn = h._cancel_turn
             if op is None or op.turn is None or turn < op.turn:
                 raise self.take_cancel()  # type: ignore[misc]
         if op is None:

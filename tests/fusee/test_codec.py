@@ -290,3 +290,41 @@ def test_decode_accepts_bytearray_and_memoryview():
 def test_all_lists_public_names():
     """Every name in __all__ exists."""
     assert [] == [n for n in codec.__all__ if not hasattr(codec, n)]
+
+
+# -- the fast encoding path agrees with the full one ----------------------------------
+
+
+def _full_or_error(v):
+    try:
+        return ("ok", codec.dumps_tree(codec.to_tree(v, "value"), "value"))
+    except NotSerializable as e:
+        return ("refused", e.path, e.why)
+    except ValueError as e:
+        return ("ValueError", str(e))
+
+
+def _encode_or_error(v):
+    try:
+        return ("ok", codec.encode(v))
+    except NotSerializable as e:
+        return ("refused", e.path, e.why)
+    except ValueError as e:
+        return ("ValueError", str(e))
+
+
+odd_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+    | st.sampled_from([b"x", {1}, "\ud800", -0.0, 1e308, 2**64]) | st.just(5000).map(lambda n: 10**n),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.lists(inner, max_size=3).map(tuple)
+    | st.dictionaries(st.sampled_from(["$dc", "$dict", "fields", "a", "\ud800"]) | st.text(max_size=4), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(odd_values | values)
+def test_encode_fast_path_matches_the_full_path(v):
+    """encode gives exactly dumps_tree(to_tree(v)), or the same refusal with the same path."""
+    assert _encode_or_error(v) == _full_or_error(v)

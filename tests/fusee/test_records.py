@@ -275,3 +275,61 @@ def test_encode_refuses_non_records():
 def test_all_lists_public_names():
     """Every name in __all__ exists."""
     assert [] == [n for n in records.__all__ if not hasattr(records, n)]
+
+
+# -- the fast encoding path agrees with the full one ----------------------------------
+
+odd_payloads = st.recursive(
+    scalars
+    | st.sampled_from([float("nan"), float("inf"), b"x", {1, 2}, "\ud800", True, 0.0, -0.0, 1e308]) | st.just(5000).map(lambda n: 10**n)
+    | st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=6),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.lists(inner, max_size=3).map(tuple)
+    | st.dictionaries(st.sampled_from(["$dc", "$dict", "fields", "a", "\u00e9", "\ud800"]) | st.text(max_size=4), inner, max_size=4)
+    | st.builds(Quote, st.integers(), st.text(max_size=4)),
+    max_leaves=20,
+)
+odd_names = names | st.sampled_from(["\ud800", "\u2028", '"\\', "\x00\x1f"])
+odd_counts = counts | st.sampled_from([-1, True, 1.0]) | st.just(5000).map(lambda n: 10**n)
+
+odd_record = st.one_of(
+    st.builds(Start, odd_counts, odd_names, odd_names, odd_counts, times | st.sampled_from([2**63, 5, True]), odd_payloads, odd_payloads),
+    st.builds(Step, odd_counts, odd_counts, odd_names, odd_counts, st.sampled_from(STEP_STATUSES + ("OK", None)), odd_payloads),
+    st.builds(Attempt, counts, counts, odd_names, counts, times | st.just(float("nan")), odd_payloads),
+    st.builds(Timer, counts, odd_counts, odd_names, times),
+    st.builds(Fired, odd_counts, counts),
+    st.builds(Signal, counts, odd_names, st.none() | st.text(max_size=8) | counts | st.just(1.5), odd_payloads),
+    st.builds(Wait, counts, counts, names, st.none() | times | st.just("soon")),
+    st.builds(Waited, counts, counts, st.sampled_from(WAIT_OUTCOMES), odd_payloads),
+    st.builds(Value, counts, counts, st.sampled_from(VALUE_KINDS), odd_payloads),
+    st.builds(Cancel, counts, odd_payloads, st.none() | odd_names | st.just(3)),
+    st.builds(Done, counts, st.sampled_from(DONE_STATUSES), times, odd_payloads),
+)
+
+
+def _outcome(f, *args):
+    try:
+        return ("ok", f(*args))
+    except NotSerializable as e:
+        return ("refused", e.path, e.why)
+    except (TypeError, ValueError) as e:
+        return (type(e).__name__, str(e))
+
+
+@settings(max_examples=600, deadline=None)
+@given(odd_record)
+def test_encode_record_fast_path_matches_the_full_path(r):
+    """The fast encoding gives the full path's bytes, or its very error (same path), for any record."""
+    assert _outcome(encode_record, r) == _outcome(records._encode_full, r)
+
+
+def test_cyclic_and_deep_payloads_take_the_full_path():
+    loop: list = []
+    loop.append(loop)
+    with pytest.raises(NotSerializable) as info:
+        encode_record(Step(1, 2, "s", 1, "ok", {"a": [loop]}))
+    assert info.value.path == "payload['a'][0][0]"
+    deep: list = []
+    for _ in range(200):
+        deep = [deep]
+    assert encode_record(Step(1, 2, "s", 1, "ok", deep)) == records._encode_full(Step(1, 2, "s", 1, "ok", deep))

@@ -370,3 +370,31 @@ def test_the_first_record_is_start_and_lsns_rise():
         History.from_records([(1, ("Start", 1))])
     with pytest.raises(ValueError, match="kind is one of"):
         Machine().begin("child", "x")
+
+
+def test_steps_completed_at_once_read_back_as_full_ops():
+    """A step recorded by its Step alone reads back as the same Op every query gives, before and after replay."""
+    from fusee.replay import Op
+
+    h = History()
+    h.add(r.Start(7, "w", "t", 1, 0.0, None, None), 1)
+    h.add(r.Step(7, 0, "a", 1, "ok", 10), 2)
+    h.add(r.Attempt(7, 1, "b", 1, 5.0, "boom"), 3)
+    h.add(r.Step(7, 1, "b", 2, "error", "bad"), 4)
+    h.add(r.Step(7, 2, "c", 1, "ok", [1]), 5)
+    assert h.op(0) == Op(0, "step", "a", (), None, r.Step(7, 0, "a", 1, "ok", 10), 0)
+    assert h.op(0) is h.op(0)
+    assert h.ops[2] == Op(2, "step", "c", (), None, r.Step(7, 2, "c", 1, "ok", [1]), 2)
+    assert h.attempts(0) == (0, None) and h.attempts(1) == (1, 5.0)
+    assert h.pending_timers() == ()
+    with pytest.raises(ValueError):
+        h.add(r.Step(7, 2, "c", 1, "ok", 1), 6)  # a second completion
+    with pytest.raises(ValueError):
+        h.add(r.Attempt(7, 2, "c", 1, 5.0, None), 6)
+    assert len(h) == 5 and h.gate == 5
+    m = Machine(h)
+    assert m.begin("step", "a").value == 10
+    with pytest.raises(StepFailed):
+        m.begin("step", "b").result()
+    with pytest.raises(DeterminismError):
+        m.begin("step", "not-c")
