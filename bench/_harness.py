@@ -42,8 +42,17 @@ __all__ = [
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
 def ensure_importable(module: str = "ensemble") -> None:
-    """Import ``module``, adding the repository root to ``sys.path`` if needed."""
+    """Import ``module``, adding the repository root to ``sys.path`` if needed.
+
+    bench/ itself leaves ``sys.path`` first: benchmarks are named after the
+    packages they measure (bench/fusee.py, bench/constellation.py), and from
+    bench/ ``import fusee`` would find the benchmark instead of the package.
+    """
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != BENCH_DIR]
     try:
         __import__(module)
     except ImportError:

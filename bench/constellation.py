@@ -76,11 +76,7 @@ from _harness import (  # noqa: E402
     timed,
 )
 
-# This file is named like the package it measures: with bench/ on sys.path (as
-# it is when run as a script), ``import constellation`` would find this file.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _BENCH_DIR]
-sys.modules.pop("constellation", None)
-ensure_importable("ensemble")
+ensure_importable("ensemble")  # takes bench/ off sys.path: this file is named like the package
 ensure_importable("constellation")
 
 import gevent  # noqa: E402

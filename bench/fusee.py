@@ -62,8 +62,6 @@ from _harness import (  # noqa: E402
     run,
 )
 
-# This file is bench/fusee.py: the package of the same name must be found, not this file.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
 BENCH = "fusee"
 REPS = 3
