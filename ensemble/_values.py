@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Value", "same"]
+__all__ = ["Value", "Singleton", "same"]
 
 
 def same(a: Any, b: Any) -> bool:
@@ -71,3 +71,19 @@ class Value:
 
     def __reduce__(self) -> tuple:
         return (type(self), self._values())
+
+
+class Singleton:
+    """Base of an answer with one instance per class (``IGNORE`` and the like), also after pickling."""
+
+    __slots__ = ()
+
+    def __new__(cls) -> "Singleton":
+        inst = cls.__dict__.get("_instance")
+        if inst is None:
+            inst = super().__new__(cls)
+            cls._instance = inst  # type: ignore[attr-defined]
+        return inst
+
+    def __reduce__(self) -> tuple:
+        return (type(self), ())

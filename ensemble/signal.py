@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ._values import Singleton
+
 __all__ = [
     "NORMAL",
     "KILL",
@@ -151,23 +153,13 @@ class Deliver(_Outcome):
     __slots__ = ()
 
 
-class Ignore:
+class Ignore(Singleton):
     """The signal has no effect. Use the singleton :data:`IGNORE`."""
 
     __slots__ = ()
-    _instance: "Ignore | None" = None
-
-    def __new__(cls) -> "Ignore":
-        inst = cls._instance
-        if inst is None:
-            inst = cls._instance = super().__new__(cls)
-        return inst
 
     def __repr__(self) -> str:
         return "IGNORE"
-
-    def __reduce__(self) -> tuple:
-        return (Ignore, ())
 
 
 IGNORE: Final = Ignore()

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Hashable, Iterable, Mapping
 
 from ._terms import Alias
+from ._values import Singleton
 
 __all__ = [
     "EVENT",
@@ -217,23 +218,13 @@ class InitError:
     reason: Any
 
 
-class Ignore:
+class Ignore(Singleton):
     """``"ignore"`` from init: start answers ``"ignore"``. Use the singleton :data:`IGNORE`."""
 
     __slots__ = ()
-    _instance: "Ignore | None" = None
-
-    def __new__(cls) -> "Ignore":
-        inst = cls._instance
-        if inst is None:
-            inst = cls._instance = super().__new__(cls)
-        return inst
 
     def __repr__(self) -> str:
         return "IGNORE"
-
-    def __reduce__(self) -> tuple:
-        return (Ignore, ())
 
 
 IGNORE: Final = Ignore()
