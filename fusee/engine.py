@@ -43,6 +43,7 @@ from . import records as r
 from .crc32c import crc32c
 from .errors import (
     AlreadyExists,
+    Busy,
     Cancelled,
     Corrupt,
     DeterminismError,
@@ -586,6 +587,9 @@ class _ShardServer(_gs.GenServer):
         self.all: list[_RunState] = []
         self.next_run = next_run
         self._recovered = recovered
+        self.max_live = engine._max_live_runs
+        self.live: set[_RunState] = set()  # kept only when max_live bounds it; pruned lazily
+        self.monitors: dict[Any, _RunState] = {}  # monitor ref -> the run whose process it watches
 
     def init(self) -> Any:
         for st in self._recovered:
@@ -593,9 +597,59 @@ class _ShardServer(_gs.GenServer):
             self.all.append(st)
         for st in self._recovered:
             if st.status == RUNNING:
-                st.pid = _e.spawn(_run_main, st)
+                self._spawn(st)
         self._recovered = []
         return ("ok", None)
+
+    def _spawn(self, st: _RunState) -> None:
+        """Start ``st``'s run process, monitored: if it dies without a ``Done``, :meth:`_died` ends the run."""
+        st.pid, ref = _e.spawn_monitor(_run_main, st)
+        self.monitors[ref] = st
+        if self.max_live is not None:
+            self.live.add(st)
+
+    def handle_info(self, msg: Any, state: Any) -> Any:
+        if type(msg) is tuple and len(msg) == 5 and msg[0] == "DOWN":
+            st = self.monitors.pop(msg[1], None)
+            if st is not None:
+                self._died(st, msg[4])
+        return ("noreply", state)
+
+    def _died(self, st: _RunState, reason: Any) -> None:
+        """A run process exited: if its run is still running, it died of a bug (or a kill) without ending it.
+
+        A ``Done`` already journaled (the process died between appending it and
+        ending the run in memory) ends the run as recorded.  Otherwise the run
+        fails in memory only, nothing recorded (like a DeterminismError): a
+        reopen replays the journal and resumes it.
+        """
+        self.live.discard(st)
+        if st.status != RUNNING:
+            return
+        done = st.machine.done
+        if done is not None:
+            st._ended(done.status, st.outcome_of_done(done), st.machine.gate())
+            st.finished = done.finished
+            return
+        try:
+            shown = repr(reason)
+        except Exception:  # a broken __repr__ must not keep the run running
+            shown = object.__repr__(reason)
+        st.fail_unrecorded(
+            Failed({"type": "RunProcessDied", "message": f"the run's process died: {shown}", "reason": shown})
+        )
+
+    def _check_busy(self, ending: _RunState | None) -> None:
+        """Raise :class:`Busy` if one more live run would exceed ``max_live_runs`` (nothing recorded);
+        ``ending`` is a running run this start terminates first, so its place is freed."""
+        live = self.live
+        if len(live) < self.max_live:  # type: ignore[operator]
+            return
+        for st in [st for st in live if st.status != RUNNING]:
+            live.discard(st)
+        n = len(live) - (1 if ending is not None and ending in live else 0)
+        if n >= self.max_live:  # type: ignore[operator]
+            raise Busy(self.shard)
 
     def handle_call(self, request: Any, from_: Any, state: Any) -> Any:
         try:
@@ -612,6 +666,7 @@ class _ShardServer(_gs.GenServer):
 
     def _start(self, wf: Workflow, id: str, input: Any, policy: IdPolicy) -> tuple[_RunState, int]:
         cur = self.runs.get(id)
+        ending = None
         if cur is not None:
             action = policy.on_running if cur.status == RUNNING else policy.on_finished
             if action == "fail":
@@ -619,10 +674,14 @@ class _ShardServer(_gs.GenServer):
             if action == "attach":
                 return cur, cur.start_lsn
             if action == "terminate":
-                self._terminate(id, "terminated by a new start (IdPolicy terminate)")
+                ending = cur
+        if self.max_live is not None:
+            self._check_busy(ending)  # before any terminate: a Busy start records nothing
         run = self.next_run
         start = r.Start(run, id, wf.name, wf.version, time.time(), input, policy.plain())
-        body = r.encode_record(start)  # NotSerializable: nothing recorded
+        body = r.encode_record(start)  # NotSerializable: nothing recorded, nothing terminated
+        if ending is not None:
+            self._terminate(id, "terminated by a new start (IdPolicy terminate)")
         self.next_run = run + 1
         st = _RunState(self.engine, self.shard, start, Machine(), wf)
         lsn = self.engine._journal.append(self.shard, body)
@@ -630,7 +689,7 @@ class _ShardServer(_gs.GenServer):
         st.start_lsn = lsn
         self.runs[id] = st
         self.all.append(st)
-        st.pid = _e.spawn(_run_main, st)
+        self._spawn(st)
         return st, lsn
 
     def _run_of(self, id: str) -> _RunState:
@@ -695,6 +754,9 @@ class _ShardServer(_gs.GenServer):
         return out
 
     def _stop_runs(self) -> None:
+        for ref in list(self.monitors):  # a run stopped for shutdown resumes at the next open: not a death
+            _e.demonitor(ref, flush=True)
+        self.monitors.clear()
         pids = [st.pid for st in self.all if st.pid is not None and st.status == RUNNING]
         for pid in pids:
             _e.exit(pid, "kill")
@@ -750,10 +812,13 @@ class Run:
 class Engine:
     """A fusee engine: open with :meth:`Engine.open`; a context manager (``shutdown`` on exit)."""
 
-    def __init__(self, journal: Journal, workflows: dict[str, Workflow], shards: int) -> None:
+    def __init__(
+        self, journal: Journal, workflows: dict[str, Workflow], shards: int, max_live_runs: int | None = None
+    ) -> None:
         self._journal = journal
         self._workflows = workflows
         self.shards = shards
+        self._max_live_runs = max_live_runs
         self._servers: list[Any] = []
         self.closed = False
 
@@ -766,11 +831,17 @@ class Engine:
         *,
         segment_size: int = DEFAULT_SEGMENT_SIZE,
         zero_fill: bool = True,
+        max_live_runs: int | None = None,
     ) -> "Engine":
         """Open the engine on directory ``path`` (``None``: in memory), recovering every unfinished run.
 
-        Raises :class:`Corrupt` (naming file and offset) for a damaged acknowledged record.
+        ``max_live_runs`` (``None``: unbounded) bounds the live, unfinished runs
+        per shard: a ``start`` that would exceed it raises :class:`Busy`, with
+        nothing recorded.  Raises :class:`Corrupt` (naming file and offset) for a
+        damaged acknowledged record.
         """
+        if max_live_runs is not None and (type(max_live_runs) is not int or max_live_runs < 1):
+            raise ValueError(f"max_live_runs is None or an int > 0, not {max_live_runs!r}")
         registry: dict[str, Workflow] = {}
         for wf in workflows:
             if type(wf) is not Workflow:
@@ -780,7 +851,7 @@ class Engine:
                 raise ValueError(f"two workflows named {wf.name!r}")
             registry[wf.name] = wf
         journal = Journal.open(path, shards, segment_size=segment_size, zero_fill=zero_fill)
-        engine = cls(journal, registry, shards)
+        engine = cls(journal, registry, shards, max_live_runs)
         try:
             for shard in range(shards):
                 recovered, next_run = engine._recover(shard)

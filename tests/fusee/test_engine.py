@@ -51,8 +51,8 @@ def opener(request, tmp_path):
     opened: list[fusee.Engine] = []
     path = None if request.param == "memory" else str(tmp_path / "data")
 
-    def open_(workflows, shards=2):
-        eng = fusee.Engine.open(path, workflows=workflows, shards=shards, segment_size=SEG)
+    def open_(workflows, shards=2, **opts):
+        eng = fusee.Engine.open(path, workflows=workflows, shards=shards, segment_size=SEG, **opts)
         opened.append(eng)
         return eng
 
@@ -68,8 +68,8 @@ def disk(tmp_path):
     opened: list[fusee.Engine] = []
     path = str(tmp_path / "data")
 
-    def open_(workflows, shards=2):
-        eng = fusee.Engine.open(path, workflows=workflows, shards=shards, segment_size=SEG)
+    def open_(workflows, shards=2, **opts):
+        eng = fusee.Engine.open(path, workflows=workflows, shards=shards, segment_size=SEG, **opts)
         opened.append(eng)
         return eng
 
@@ -646,3 +646,121 @@ def test_a_cancel_during_a_step_body_lands_at_that_step(opener):
     assert ["compensated", "too slow", 1] == engine.result("busy", timeout=5)
     assert ["start", "cancel", "step", "step", "done"] == kinds(engine, "busy")
     assert {"long": 1, "undo": 1} == COUNTS
+
+
+# -- back-pressure and dead run processes -------------------------------------------------------
+
+
+def test_max_live_runs_bounds_a_shard_with_busy_recording_nothing(opener):
+    """A start past max_live_runs on its shard raises Busy at the call, records nothing; a finished run frees its place."""
+    engine = opener([forever], shards=1, max_live_runs=2)
+    engine.start(forever, "a")
+    await_probe("waiting")
+    engine.start(forever, "b")
+    await_probe("waiting")
+    with pytest.raises(fusee.Busy) as info:
+        engine.start(forever, "c")
+    assert ("busy", 0) == (info.value.code, info.value.shard)
+    with pytest.raises(fusee.NotFound):
+        engine.describe("c")
+    assert [("a", 0), ("b", 1)] == [(d["id"], d["run"]) for d in engine.list()]
+    assert {"running": 2} == {k: v for k, v in engine.metrics()["runs"].items() if v}
+    assert True is engine.signal("a", "go", 1)
+    assert "done" == engine.result("a", timeout=5)
+    run = engine.start(forever, "c")
+    await_probe("waiting")
+    assert 2 == run.run  # the Busy start took no run number
+    assert "running" == engine.describe("c")["status"]
+    with pytest.raises(fusee.Busy):
+        engine.start(forever, "d")
+    with pytest.raises(fusee.NotFound):
+        engine.describe("d")
+
+
+def test_max_live_runs_counts_a_run_its_start_terminates_as_freed(opener):
+    """IdPolicy terminate at the bound replaces the running run; a Busy start terminates nothing."""
+    engine = opener([forever], shards=1, max_live_runs=1)
+    engine.start(forever, "a")
+    await_probe("waiting")
+    with pytest.raises(fusee.Busy):
+        engine.start(forever, "b", id_policy=fusee.IdPolicy.TERMINATE)
+    assert "running" == engine.describe("a")["status"]
+    run = engine.start(forever, "a", id_policy=fusee.IdPolicy.TERMINATE)
+    await_probe("waiting")
+    assert (1, "running") == (run.run, engine.describe("a")["status"])
+
+
+def test_a_terminating_start_with_an_unserializable_input_terminates_nothing(opener):
+    """IdPolicy terminate with an input the codec refuses raises NotSerializable; the running run runs on."""
+    engine = opener([forever], shards=1)
+    engine.start(forever, "a")
+    await_probe("waiting")
+    records = len(engine.describe("a")["journal"])
+    with pytest.raises(fusee.NotSerializable):
+        engine.start(forever, "a", {1, 2}, id_policy=fusee.IdPolicy.TERMINATE)
+    assert ("running", records) == (engine.describe("a")["status"], len(engine.describe("a")["journal"]))
+
+
+def test_max_live_runs_is_validated_at_open(tmp_path):
+    """max_live_runs is None or an int > 0; anything else is a ValueError at open, before the directory."""
+    path = str(tmp_path / "data")
+    for bad in (0, -1, 1.5, True, "2", [2]):
+        with pytest.raises(ValueError):
+            fusee.Engine.open(path, workflows=[forever], shards=1, segment_size=SEG, max_live_runs=bad)
+        assert not os.path.exists(path)
+    with fusee.Engine.open(None, workflows=[add], max_live_runs=None) as engine:
+        assert 3 == engine.execute(add, "unbounded", 3)
+
+
+def test_a_killed_run_process_fails_the_run_and_a_reopen_resumes_it(disk):
+    """A run process killed in wait_for: result raises Failed, describe says failed, nothing is recorded,
+    and a reopen resumes the run as its journal says."""
+    engine = disk([forever], shards=1, max_live_runs=1)
+    run = engine.start(forever, "k")
+    await_probe("waiting")
+    journal = kinds(engine, "k")
+    e.exit(run._st.pid, "kill")
+    with pytest.raises(fusee.Failed) as info:
+        run.result(timeout=5)
+    assert {"type": "RunProcessDied", "reason": "'killed'"} == {
+        k: info.value.failure[k] for k in ("type", "reason")
+    }
+    described = engine.describe("k")
+    assert "failed" == described["status"]
+    assert isinstance(described["error"], fusee.Failed)
+    assert journal == kinds(engine, "k")  # no Done: the crash is not recorded
+    assert False is engine.signal("k", "go", 1)
+    engine.start(forever, "other")  # the dead run's place is free
+    await_probe("waiting")
+    engine.shutdown()
+
+    engine = disk([forever], shards=1)
+    await_probe("waiting")
+    await_probe("waiting")
+    assert "running" == engine.describe("k")["status"]
+    assert True is engine.signal("k", "go", 1)
+    assert "done" == engine.result("k", timeout=5)
+
+
+@fusee.workflow("raises")
+def raises(ctx, _):
+    tell("raising")
+    raise ValueError("the workflow's own failure")
+
+
+def test_a_bug_escaping_the_engine_fails_the_run_in_memory(opener, monkeypatch):
+    """An exception escaping the engine's own code in a run process fails the run (RunProcessDied), unrecorded."""
+
+    def broken(exc):
+        raise RuntimeError("a bug in the engine")
+
+    monkeypatch.setattr(fusee.engine, "failure_of", broken)
+    engine = opener([raises])
+    run = engine.start(raises, "bug")
+    await_probe("raising")
+    with pytest.raises(fusee.Failed) as info:
+        run.result(timeout=5)
+    assert "RunProcessDied" == info.value.failure["type"]
+    assert "a bug in the engine" in info.value.failure["reason"]
+    assert "failed" == engine.describe("bug")["status"]
+    assert "done" not in kinds(engine, "bug")
