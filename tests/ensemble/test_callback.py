@@ -29,66 +29,9 @@ from ensemble.callback import (
     interpret_init,
 )
 
+from ._hostile import Weird, WeirdInt, WeirdStr, WeirdTuple
+
 SETTINGS = settings(max_examples=100, deadline=None)
-
-
-class Weird:
-    """A value every operation on which raises, but identity."""
-
-    def __eq__(self, other):
-        raise RuntimeError("== on Weird")
-
-    def __ne__(self, other):
-        raise RuntimeError("!= on Weird")
-
-    def __lt__(self, other):
-        raise RuntimeError("< on Weird")
-
-    def __ge__(self, other):
-        raise RuntimeError(">= on Weird")
-
-    def __bool__(self):
-        raise RuntimeError("bool on Weird")
-
-    def __len__(self):
-        raise RuntimeError("len on Weird")
-
-    def __hash__(self):
-        raise RuntimeError("hash on Weird")
-
-    def __repr__(self):
-        return "Weird()"
-
-
-class WeirdStr(str):
-    """A str subclass whose comparisons raise."""
-
-    def __eq__(self, other):
-        raise RuntimeError("== on WeirdStr")
-
-    __hash__ = str.__hash__
-
-
-class WeirdInt(int):
-    """An int subclass whose comparisons raise."""
-
-    def __ge__(self, other):
-        raise RuntimeError(">= on WeirdInt")
-
-    def __eq__(self, other):
-        raise RuntimeError("== on WeirdInt")
-
-    __hash__ = int.__hash__
-
-
-class WeirdTuple(tuple):
-    """A tuple subclass whose len and indexing raise."""
-
-    def __len__(self):
-        raise RuntimeError("len on WeirdTuple")
-
-    def __getitem__(self, i):
-        raise RuntimeError("[] on WeirdTuple")
 
 
 TAGS = ["ok", "stop", "error", "ignore", "reply", "noreply", "continue", "hibernate", "infinity", "soon", ""]

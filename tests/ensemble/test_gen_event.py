@@ -25,6 +25,8 @@ from ensemble.gen_event import (
     interpret_handler_return,
 )
 
+from ._hostile import Weird
+
 SETTINGS = settings(max_examples=200, deadline=None)
 WAIT = 5.0
 
@@ -32,21 +34,6 @@ WAIT = 5.0
 # --------------------------------------------------------------------------
 # interpret_handler_return: laws
 # --------------------------------------------------------------------------
-
-
-class Weird:
-    """A value whose comparisons, truth and hash all blow up (numpy-like)."""
-
-    def __eq__(self, other):
-        raise TypeError("no ==")
-
-    __ne__ = __eq__
-
-    def __bool__(self):
-        raise TypeError("no bool")
-
-    def __hash__(self):
-        raise TypeError("no hash")
 
 
 class Str(str):

@@ -15,28 +15,12 @@ from ensemble import order
 from ensemble.order import Plan, add_restart, auto_shutdown, restart_needed, restart_plan, stop_order
 from ensemble.signal import is_shutdown
 
+from ._hostile import Weird
+
 SETTINGS = settings(max_examples=100, deadline=None)
 
 STRATEGIES = ("one_for_one", "one_for_all", "rest_for_one", "simple_one_for_one")
 RESTARTS = ("permanent", "transient", "temporary")
-
-
-class Weird:
-    """A value every operation on which raises, but identity (numpy-like)."""
-
-    def __eq__(self, other):
-        raise RuntimeError("== on Weird")
-
-    __ne__ = __eq__
-
-    def __bool__(self):
-        raise RuntimeError("bool on Weird")
-
-    def __hash__(self):
-        raise RuntimeError("hash on Weird")
-
-    def __repr__(self):
-        return "Weird()"
 
 
 class Str(str):

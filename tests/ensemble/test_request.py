@@ -13,23 +13,9 @@ from ensemble import gen_server
 from ensemble._terms import Alias, Ref, make_ref, new_alias
 from ensemble.request import NO_REPLY, NO_REQUEST, ReqId, ReqIdCollection, check, check_collection
 
+from ._hostile import Weird
+
 SETTINGS = settings(max_examples=100, deadline=None)
-
-
-class Weird:
-    """A value whose comparisons, truth and hash raise."""
-
-    def __eq__(self, other):
-        raise RuntimeError("== on Weird")
-
-    def __bool__(self):
-        raise RuntimeError("bool on Weird")
-
-    def __hash__(self):
-        raise RuntimeError("hash on Weird")
-
-    def __repr__(self):
-        return "Weird()"
 
 
 def new_req(server="srv"):

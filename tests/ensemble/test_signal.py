@@ -23,22 +23,9 @@ from ensemble.signal import (
     on_signal,
 )
 
+from ._hostile import Weird
+
 SETTINGS = settings(max_examples=100, deadline=None)
-
-
-class Weird:
-    """A reason whose comparisons, truth and hash all blow up (numpy-like)."""
-
-    def __eq__(self, other):
-        raise TypeError("no ==")
-
-    __ne__ = __eq__
-
-    def __bool__(self):
-        raise TypeError("no bool")
-
-    def __hash__(self):
-        raise TypeError("no hash")
 
 
 class Str(str):

@@ -46,23 +46,10 @@ from ensemble.statem import (
     wait_time,
 )
 
+from ._hostile import Weird
+
 SETTINGS = settings(max_examples=60, deadline=None)
 KINDS = [EVENT, ENTER, INIT]
-
-
-class Weird:
-    """A value whose comparisons, truth and hash all blow up (numpy-like)."""
-
-    def __eq__(self, other):
-        raise TypeError("no ==")
-
-    __ne__ = __eq__
-
-    def __bool__(self):
-        raise TypeError("no bool")
-
-    def __hash__(self):
-        raise TypeError("no hash")
 
 
 # -- strategies ------------------------------------------------------------------------
