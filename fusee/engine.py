@@ -1,7 +1,9 @@
 """The fusee engine: workflows as ensemble processes over a per-shard, group-committed journal.
 
-Processes (all on the caller's ``"default"`` dispatcher; the journal's
-flushers run on a dispatcher of their own):
+Processes (each shard's on the one carrier of its journal shard,
+:meth:`fusee.journal.Journal.home`, beside that shard's flusher, so a step's
+round trip to the disk crosses no thread; an in-memory engine's on the
+caller's ``"default"`` dispatcher):
 
 * one **shard server** per shard, a ``gen_server`` owning that shard's state:
   the index of runs by workflow ID, run numbers, the ID policy, signal,
@@ -583,6 +585,7 @@ class _ShardServer(_gs.GenServer):
     def __init__(self, engine: "Engine", shard: int, recovered: list[_RunState], next_run: int) -> None:
         self.engine = engine
         self.shard = shard
+        self.home = engine._journal.home(shard)
         self.runs: dict[str, _RunState] = {}
         self.all: list[_RunState] = []
         self.next_run = next_run
@@ -603,7 +606,7 @@ class _ShardServer(_gs.GenServer):
 
     def _spawn(self, st: _RunState) -> None:
         """Start ``st``'s run process, monitored: if it dies without a ``Done``, :meth:`_died` ends the run."""
-        st.pid, ref = _e.spawn_monitor(_run_main, st)
+        st.pid, ref = _e.spawn_monitor(_run_main, st, dispatcher=self.home)
         self.monitors[ref] = st
         if self.max_live is not None:
             self.live.add(st)
@@ -855,7 +858,8 @@ class Engine:
         try:
             for shard in range(shards):
                 recovered, next_run = engine._recover(shard)
-                engine._servers.append(_gs.start(_ShardServer(engine, shard, recovered, next_run)))
+                server = _ShardServer(engine, shard, recovered, next_run)
+                engine._servers.append(_gs.start(server, dispatcher=server.home))
         except BaseException:
             for pid in engine._servers:
                 _gs.stop(pid)
@@ -1021,6 +1025,7 @@ class Engine:
             "records_per_flush": j["records_per_flush"],
             "flush_seconds_mean": j["flush_seconds_mean"],
             "flush_seconds_max": j["flush_seconds_max"],
+            "inline_flushes": j["inline_flushes"],
             "journal": j,
         }
 

@@ -12,28 +12,27 @@ while a write over written zeros changes data only.  A batch that does not
 fit in the current segment's room goes to a new segment (rollover), made
 larger than ``segment_size`` if one batch needs it.
 
-Group commit: per shard, one flusher process runs on a carrier of the
-journal's own dispatcher (native OS threads, never the hub's thread of the
-caller).  :meth:`Journal.append` only queues the body and assigns its LSN; the
-flusher takes *everything* queued, writes it as one batch (``os.write``) and
-calls ``os.fdatasync`` once, then marks it durable and wakes the waiters.
-While that flush is in flight, new records queue up for the next one: one
-flush in flight per shard, and one ``fdatasync`` covers every record that
-arrived meanwhile.
+Group commit: each shard is one carrier (a native OS thread with its own
+hub) of a dispatcher of its own, :meth:`Journal.home`; the shard's flusher
+process lives there, and the engine puts the shard's server and runs there
+too, so a step's round trip to the disk crosses no thread.
+:meth:`Journal.append` only queues the body and assigns its LSN (and kicks an
+idle flusher with a message); the flusher first lets every process already
+runnable on its carrier run (so their records join the batch), then takes
+*everything* queued, writes it as one batch (``os.write``) and calls
+``os.fdatasync`` once, on its carrier's thread (the GIL is released, so other
+shards and the caller's hub go on), then marks it durable and wakes the
+waiters.  Records that arrive meanwhile (from other threads) queue up for the
+next flush: one flush in flight per shard, and one ``fdatasync`` covers every
+record that arrived meanwhile.  Nothing ever flushes on the caller's thread.
 
 Threads: appends may come from any greenlet on any carrier (a native lock
-guards each shard's queue).  An idle flusher blocks in a native lock wait (the
-shard's ``kick``: the GIL is released, and the append or close that finds the
-flusher idle releases it, a futex wake), not in an ensemble receive: its
-carrier thread runs nothing else.  Every ``_IDLE_POLL`` seconds it looks
-whether the process was killed (``ensemble.exit``), since a doom cannot
-interrupt a native wait; :meth:`close` releases the kick itself.
-:meth:`wait_durable` waits in a selective receive (the calling process, or
-the main greenlet as a shell process) until the flusher sends it a private
-token (on a timeout the wait is withdrawn, so no token is left behind).
-:meth:`on_durable` callbacks run
-on the shard's flusher carrier thread, inside the flusher process, right after
-the ``fdatasync``: they must not block (send a message instead).
+guards each shard's queue).  :meth:`wait_durable` waits in a selective receive
+(the calling process, or the main greenlet as a shell process) until the
+flusher sends it a private token (on a timeout the wait is withdrawn, so no
+token is left behind).  :meth:`on_durable` callbacks run on the shard's
+carrier thread, inside the flusher process, right after the ``fdatasync``:
+they must not block (send a message instead).
 
 ``path=None`` keeps everything in memory: every append is durable at once,
 and ``on_durable`` callbacks run at once in the caller.
@@ -52,6 +51,8 @@ import ensemble as e
 from ensemble import NOMATCH
 from ensemble import dispatcher as _dispatcher
 from gevent import monkey as _monkey
+from gevent import get_hub as _get_hub
+from gevent import sleep as _yield_to_ready
 
 from . import segment as _seg
 
@@ -65,17 +66,32 @@ DEFAULT_SEGMENT_SIZE = 16 << 20  # zero-filled at every open: 64 MiB x 4 shards 
 _SEG_NAME = re.compile(r"^(\d+)\.seg$")
 _ZEROS = bytes(1 << 20)
 _journal_ids = itertools.count(1)
-_IDLE_POLL = 0.05  # seconds an idle flusher waits natively between looks for a kill
+_INLINE_STREAK = 8  # inline flushes in a row without letting the carrier's hub take a turn
 
 
-def _never(m: Any) -> Any:
-    return NOMATCH
+class _Kick:
+    """The message that wakes an idle flusher: "there is something to flush, or the journal closes"."""
+
+    __slots__ = ()
+
+
+_KICK = _Kick()
+
+
+def _is_kick(m: Any) -> Any:
+    return True if m is _KICK else NOMATCH
 
 
 class _Token:
-    """What the flusher puts in a waiter's mailbox (and the waiter takes out): "your LSN is settled"."""
+    """What the flusher puts in a waiter's mailbox (and the waiter takes out): "your LSN is settled".
 
-    __slots__ = ()
+    ``home``: the waiter runs on the shard's own carrier (see ``_Shard.woken_home``).
+    """
+
+    __slots__ = ("home",)
+
+    def __init__(self, home: bool) -> None:
+        self.home = home
 
 
 def _await_token(tok: _Token, timeout: float | None) -> bool:
@@ -83,10 +99,12 @@ def _await_token(tok: _Token, timeout: float | None) -> bool:
     return e.receive(lambda m: True if m is tok else NOMATCH, timeout=timeout) is True
 
 
-def _wake(ready: list) -> None:
-    """Hand each ready waiter its token (ensemble.send is safe from the flusher's thread)."""
+def _wake(s: "_Shard", ready: list) -> None:
+    """Hand each ready waiter its token (on the shard's carrier; ensemble.send is safe from any thread)."""
     send = e.send
     for p, tok in ready:
+        if tok.home:
+            s.woken_home += 1
         send(p, tok)
 
 
@@ -114,7 +132,13 @@ class _Shard:
         "durable_lsn",
         "waiters",
         "idle",
-        "kick",
+        "home",
+        "ident",
+        "flushing",
+        "woken_home",
+        "inline_streak",
+        "inline_flushes",
+        "last_inline",
         "closing",
         "error",
         "pid",
@@ -142,11 +166,18 @@ class _Shard:
         self.next_lsn = 1
         self.durable_lsn = 0
         self.waiters: list[tuple[int, int, Any]] = []  # heap of (lsn, seq, (pid, token) | callback)
-        self.idle = False  # the flusher is parked waiting for a kick
-        # The kick: a native lock, held while there is nothing to say.  Whoever turns ``idle``
-        # from True to False (under ``lock``) releases it, so it holds at most one token.
-        self.kick = allocate_lock()
-        self.kick.acquire()
+        # The flusher is parked waiting for a kick.  Whoever turns ``idle`` from True to False
+        # (under ``lock``) sends the one kick, so at most one is ever in its mailbox.
+        self.idle = False
+        self.home = _dispatcher.DEFAULT  # the dispatcher of the shard's carrier
+        self.ident: int | None = None  # its thread, once the flusher runs
+        self.flushing = False  # a flush (the flusher's or an inline one) holds the turn
+        # Waiters on the shard's carrier that a flush has woken and that have not run yet (only
+        # that carrier's thread changes it), and inline flushes since its hub last had a turn.
+        self.woken_home = 0
+        self.inline_streak = 0
+        self.inline_flushes = 0  # flushes done by a waiting process itself (no hand-off)
+        self.last_inline: Any = None  # the process that did the last flush inline (None: the flusher)
         self.closing = False
         self.error: BaseException | None = None
         self.pid: Any = None
@@ -180,7 +211,7 @@ class Journal:
         self.closed = False
         self._shards = [_Shard(i) for i in range(shards)]
         self._seq = itertools.count()
-        self._dispatcher: str | None = None
+        self._dispatchers: list[str] = []
 
     # ------------------------------------------------------------------ open
 
@@ -196,8 +227,8 @@ class Journal:
         """Open (recovering) the journal at ``path`` with ``shards`` shards; ``None`` keeps it in memory.
 
         Raises :class:`fusee.errors.Corrupt` (naming the file and offset) for a
-        damaged acknowledged record.  Starts a fresh segment per shard and one
-        flusher process per shard on a dispatcher of its own.
+        damaged acknowledged record.  Starts a fresh segment per shard and, per
+        shard, a dispatcher of one carrier (:meth:`home`) with the shard's flusher.
         """
         j = cls(path, shards, segment_size, zero_fill)
         if path is None:
@@ -210,11 +241,15 @@ class Journal:
         for s in j._shards:
             j._new_segment(s, s.next_lsn, segment_size)
         _fsync_dir(path)
-        name = f"fusee.io-{next(_journal_ids)}"
-        _dispatcher.define(name, shards)
-        j._dispatcher = name
+        serial = next(_journal_ids)
+        started = _Token(False)
+        me = e.self()
         for s in j._shards:
-            s.pid = e.spawn(_flusher, j, s, dispatcher=name)
+            s.home = _dispatcher.define(f"fusee.shard-{serial}-{s.index}", 1)
+            j._dispatchers.append(s.home)
+            s.pid = e.spawn(_flusher, j, s, me, started, dispatcher=s.home)
+        for _ in j._shards:  # each flusher has noted its thread: waits there flush inline from now on
+            _await_token(started, None)
         return j
 
     def _recover(self, s: _Shard) -> None:
@@ -305,6 +340,11 @@ class Journal:
         except (IndexError, TypeError):
             raise ValueError(f"no shard {shard!r} (the journal has {len(self._shards)})") from None
 
+    def home(self, shard: int) -> str:
+        """The dispatcher whose one carrier flushes ``shard``: processes there reach its disk without a
+        thread hand-off (``"default"`` for an in-memory journal, which never flushes)."""
+        return self._shard(shard).home
+
     def recovered(self, shard: int) -> list[tuple[int, bytes]]:
         """The ``(lsn, body)`` records the open found in ``shard``, in LSN order."""
         return list(self._shard(shard).recovered)
@@ -338,9 +378,15 @@ class Journal:
             lsn = s.next_lsn
             s.next_lsn = lsn + 1
             s.pending.append(body)
-            if s.idle:
-                s.idle = False
-                s.kick.release()
+            kick = s.idle
+            s.idle = False
+        if kick:
+            if s.ident == get_ident():
+                # On the shard's carrier the appender may be about to wait and flush inline: kick
+                # once the processes runnable now have run, and only if they left work behind.
+                _get_hub().loop.run_callback(_deferred_kick, s)
+            else:
+                e.send(s.pid, _KICK)
         return lsn
 
     def durable_lsn(self, shard: int) -> int:
@@ -358,7 +404,12 @@ class Journal:
             return True
         if lsn >= s.next_lsn:
             raise ValueError(f"lsn {lsn} of shard {shard} has not been appended")
-        tok = _Token()
+        home = s.ident == get_ident()
+        if home:
+            _flush_inline(self, s, lsn)
+            if s.durable_lsn >= lsn:
+                return True
+        tok = _Token(home)
         ent = (e.self(), tok)
         with s.lock:
             if s.durable_lsn >= lsn:
@@ -377,6 +428,8 @@ class Journal:
                         return s.durable_lsn >= lsn
             # the flusher took it (durable, or the disk failed): its token is on the way
             _await_token(tok, None)
+        if home:
+            s.woken_home -= 1
         if s.error is not None and s.durable_lsn < lsn:
             raise s.error
         return True
@@ -395,7 +448,8 @@ class Journal:
             callback()
 
     def metrics(self) -> dict[str, Any]:
-        """Flush statistics over every shard (``flush_thread_idents``: native ids of the flushing threads)."""
+        """Flush statistics over every shard (``flush_thread_idents``: native ids of the flushing threads;
+        ``inline_flushes``: flushes a waiting process on the shard's carrier did itself)."""
         shards = self._shards
         flushes = sum(s.flushes for s in shards)
         records = sum(s.records for s in shards)
@@ -407,6 +461,7 @@ class Journal:
             "flush_seconds_mean": seconds / flushes if flushes else 0.0,
             "flush_seconds_max": max(s.flush_seconds_max for s in shards),
             "max_flushes_in_flight": max(s.max_in_flight for s in shards),
+            "inline_flushes": sum(s.inline_flushes for s in shards),
             "flush_thread_idents": sorted(set().union(*(s.idents for s in shards))),
             "durable_lsn": [s.durable_lsn for s in shards],
             "segments": [s.seg_number for s in shards],
@@ -422,9 +477,10 @@ class Journal:
         for s in self._shards:
             with s.lock:
                 s.closing = True
-                if s.idle:
-                    s.idle = False
-                    s.kick.release()
+                kick = s.idle
+                s.idle = False
+            if kick:
+                e.send(s.pid, _KICK)
         try:
             for s in self._shards:
                 if s.pid is not None:
@@ -434,8 +490,8 @@ class Journal:
                 if s.fd >= 0:
                     os.close(s.fd)
                     s.fd = -1
-            if self._dispatcher is not None:
-                _dispatcher.shutdown(self._dispatcher)
+            for name in self._dispatchers:
+                _dispatcher.shutdown(name)
 
     def __enter__(self) -> "Journal":
         return self
@@ -447,69 +503,156 @@ class Journal:
 # ---------------------------------------------------------------------- the flusher
 
 
-def _flusher(j: Journal, s: _Shard) -> None:
+def _flusher(j: Journal, s: _Shard, opener: Any, started: _Token) -> None:
     """The shard's flusher process: flush everything queued, one batch at a time, until closed."""
+    s.ident = get_ident()
+    s.idents.add(s.ident)  # every flush of the shard runs on this thread (the flusher's or inline)
+    e.send(opener, started)
     while True:
+        # Let every process already runnable on this carrier run first (a flush wakes many runs;
+        # a kick comes from one that others may follow), so their records join this batch.
+        _yield_to_ready(0)
         with s.lock:
-            batch = s.pending
-            if batch:
-                s.pending = []
-                first = s.next_lsn - len(batch)
-            elif s.closing:
-                return
-            else:
+            if s.flushing or not s.pending:  # nothing to do, or an inline flush holds the turn
+                if s.closing and not s.flushing:
+                    return
                 s.idle = True
-        if not batch:
-            # A native wait on this carrier's own thread (nothing else runs on it): it releases
-            # the GIL and wakes by futex when an append or close releases the kick.  Every
-            # _IDLE_POLL it looks for a kill (ensemble's doom cannot interrupt a native wait).
-            while not s.kick.acquire(True, _IDLE_POLL):
-                e.receive(_never, timeout=0)  # raises the exit signal if the process was killed
+                taken = None
+            else:
+                taken = _take(s)
+        if taken is None:
+            e.receive(_is_kick)
             continue
+        s.last_inline = None
         try:
-            _flush(j, s, first, batch)
-        except BaseException as exc:  # the disk failed: nothing more is durable
-            with s.lock:
-                s.error = exc
-                s.closing = True
-                woken = [w for _, _, w in s.waiters]
-                s.waiters = []
-            _wake([w for w in woken if not callable(w)])
-            return
-        last = first + len(batch) - 1
+            _flush_taken(j, s, *taken)
+        except BaseException:
+            return  # the disk failed: recorded in s.error, every waiter woken
+        _hand_back(s)
+
+
+def _flush_inline(j: Journal, s: _Shard, lsn: int) -> None:
+    """On the shard's own carrier: flush in the waiting process itself until ``lsn`` is durable, or until
+    another flush holds the turn (then the caller waits for its token as usual).
+
+    No thread hand-off either way: this is fusee's "inline flush" when load is
+    low.  Every runnable process on the carrier gets a turn first (so its
+    records join the batch), except when the same process flushed last and that
+    flush woke nobody here (a chain of steps): then the flush starts at once,
+    for at most ``_INLINE_STREAK`` flushes in a row.
+    """
+    while s.durable_lsn < lsn:
         with s.lock:
-            s.durable_lsn = last
-            ready = []
-            w = s.waiters
-            while w and w[0][0] <= last:
-                ready.append(heapq.heappop(w)[2])
-        if ready:
-            ents = [r for r in ready if not callable(r)]
-            if ents:
-                _wake(ents)
-            for r in ready:
-                if callable(r):
-                    r()
+            if s.error is not None:
+                raise s.error
+            if s.flushing:
+                return
+            s.flushing = True
+        try:
+            me = e.self()
+            if s.woken_home or s.last_inline is not me or s.inline_streak >= _INLINE_STREAK:
+                # Runs a flush woke here have yet to run, or others may have work this process
+                # has not seen (their records should join this batch), or this carrier's hub has
+                # not had a turn for a while: let every runnable process run first.
+                s.inline_streak = 0
+                _yield_to_ready(0)
+            else:  # the same process flushing again, nobody else woken: a chain of steps
+                s.inline_streak += 1
+            s.last_inline = me
+            with s.lock:
+                taken = _take(s) if s.pending else None
+            if taken is not None:
+                s.inline_flushes += 1
+                _flush_taken(j, s, *taken)
+        finally:
+            _hand_back(s)
+
+
+def _deferred_kick(s: _Shard) -> None:
+    """The kick of an append on the shard's own carrier, sent from its hub a moment later: unless an
+    inline flush has taken the records meanwhile (it kicks, if needed, when it hands the turn back)."""
+    with s.lock:
+        kick = not s.flushing and bool(s.pending or s.closing)
+        if not kick:
+            s.idle = True
+    if kick:
+        e.send(s.pid, _KICK)
+
+
+def _take(s: _Shard) -> tuple[int, list[bytes]]:
+    """Under ``s.lock``: take every queued body for one flush (the caller now holds the flush turn)."""
+    batch = s.pending
+    s.pending = []
+    s.flushing = True
+    return s.next_lsn - len(batch), batch
+
+
+def _hand_back(s: _Shard) -> None:
+    """Give up the flush turn; kick the idle flusher if records (or a close) wait for it."""
+    with s.lock:
+        s.flushing = False
+        kick = s.idle and bool(s.pending or s.closing)
+        if kick:
+            s.idle = False
+    if kick:
+        e.send(s.pid, _KICK)
+
+
+def _flush_taken(j: Journal, s: _Shard, first: int, batch: list[bytes]) -> None:
+    """Write and sync ``batch`` (the holder of the flush turn), mark it durable and wake its waiters.
+
+    If the disk fails, nothing more is durable: the error is kept (every later
+    append and wait raises it), every waiter is woken, and the error is raised.
+    """
+    try:
+        _flush(j, s, first, batch)
+    except BaseException as exc:
+        with s.lock:
+            s.error = exc
+            s.closing = True
+            woken = [w for _, _, w in s.waiters]
+            s.waiters = []
+        _wake(s, [w for w in woken if not callable(w)])
+        raise
+    last = first + len(batch) - 1
+    with s.lock:
+        s.durable_lsn = last
+        ready = []
+        w = s.waiters
+        while w and w[0][0] <= last:
+            ready.append(heapq.heappop(w)[2])
+    if ready:
+        ents = [r for r in ready if not callable(r)]
+        if ents:
+            _wake(s, ents)
+        for r in ready:
+            if callable(r):
+                r()
 
 
 def _flush(j: Journal, s: _Shard, first: int, batch: list[bytes]) -> None:
+    """Write ``batch`` as one run of frames at the segment's end (rolling over if it does not fit) and
+    ``fdatasync`` it; count the flush."""
     data = _seg.encode_batch(first, batch)
-    if s.seg_pos + len(data) > s.seg_size:
-        j._new_segment(s, first, max(j.segment_size, _seg.HEADER_SIZE + len(data)))
+    size = len(data)
+    if s.seg_pos + size > s.seg_size:
+        j._new_segment(s, first, max(j.segment_size, _seg.HEADER_SIZE + size))
     s.in_flight += 1
     if s.in_flight > s.max_in_flight:
         s.max_in_flight = s.in_flight
-    s.idents.add(get_ident())
     t0 = perf_counter()
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(s.fd, view) :]
-        os.fdatasync(s.fd)
+        fd = s.fd
+        done = os.write(fd, data)
+        if done != size:  # a short write (rare: a signal, a full disk): write the rest
+            view = memoryview(data)[done:]
+            while view:
+                view = view[os.write(fd, view) :]
+        os.fdatasync(fd)
     finally:
         s.in_flight -= 1
     dt = perf_counter() - t0
-    s.seg_pos += len(data)
+    s.seg_pos += size
     s.flushes += 1
     s.records += len(batch)
     s.flush_seconds += dt

@@ -129,6 +129,9 @@ def encode_frame(lsn: int, batch: int, body: bytes) -> bytes:
 
 def encode_batch(first_lsn: int, bodies: list[bytes]) -> bytes:
     """The frames of one flush batch: ``bodies`` at consecutive LSNs from ``first_lsn``."""
+    if len(bodies) == 1:  # the common case under low load: one frame, no buffer to grow
+        body = bodies[0]
+        return _FRAME.pack(len(body), crc32c(body, crc32c(_LSN_BATCH.pack(first_lsn, 0))), first_lsn, 0) + body
     out = bytearray()
     pack = _FRAME.pack_into
     lbpack = _LSN_BATCH.pack
