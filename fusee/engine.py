@@ -72,6 +72,7 @@ __all__ = [
     "Ctx",
     "Run",
     "Engine",
+    "Clock",
     "shard_of",
 ]
 
@@ -79,6 +80,31 @@ _WAKE = "fusee_wake"
 _DONE = "fusee_done"
 RUNNING = "running"
 STATUSES = ("running", "completed", "failed", "cancelled", "terminated")
+
+
+# -- time ---------------------------------------------------------------------------------
+
+
+class Clock:
+    """Where an engine's time comes from: wall-clock unix seconds, and how a run waits for a moment.
+
+    ``now()`` is unix seconds.  ``pause(at)`` parks the calling run process until
+    a ``"fusee_wake"`` message arrives (taking it) or until ``now() >= at``
+    (``at`` None: no deadline).  :class:`fusee.testing.TestEngine` passes a
+    virtual clock; this one is the real one.
+    """
+
+    __slots__ = ()
+
+    def now(self) -> float:
+        return time.time()
+
+    def pause(self, at: float | None) -> None:
+        timeout = None if at is None else max(0.0, at - time.time())
+        _e.receive(_wake, timeout=timeout)
+
+
+REAL_CLOCK = Clock()
 
 
 # -- definitions -------------------------------------------------------------------------
@@ -263,7 +289,7 @@ class _RunState:
 
     def finish(self, status: str, payload: Any, outcome: tuple[str, Any]) -> int:
         """Record the run's ``Done`` and tell those waiting for its result."""
-        lsn = self.append(r.Done(self.run, status, time.time(), payload))
+        lsn = self.append(r.Done(self.run, status, self.engine._clock.now(), payload))
         self._ended(status, outcome, lsn)
         return lsn
 
@@ -275,7 +301,7 @@ class _RunState:
         self.status = status
         self.outcome = outcome
         self.done_lsn = lsn
-        self.finished = time.time()
+        self.finished = self.engine._clock.now()
         waiters, self.waiters = self.waiters, []
         for a in waiters:
             _e.send(a, (_DONE, a))
@@ -385,8 +411,7 @@ class Ctx:
 
     def _pause(self, at: float | None) -> None:
         """Park until woken (a signal or a cancel arrived) or until unix time ``at``."""
-        timeout = None if at is None else max(0.0, at - time.time())
-        _e.receive(_wake, timeout=timeout)
+        self._st.engine._clock.pause(at)
         while _e.receive(_wake, timeout=0) is not TIMEOUT:  # drain the wakes that piled up
             pass
 
@@ -421,13 +446,17 @@ class Ctx:
         seq = op.seq
         attempt = op.attempts + 1
         retry_at = op.retry_at
+        engine = st.engine
+        if engine._mocks:
+            fn = engine._mocks.get((st.wtype, name), fn)
         takes = _takes_step_context(fn)
-        journal = st.engine._journal
+        journal = engine._journal
+        clock = engine._clock
         while True:
             if retry_at is not None:
                 while True:
                     self._check_cancel()
-                    if time.time() >= retry_at:
+                    if clock.now() >= retry_at:
                         break
                     self._pause(retry_at)
             if not read_only and journal.path is not None:  # in memory, every append is durable at once
@@ -443,7 +472,7 @@ class Ctx:
                     st.append(r.Step(st.run, seq, name, attempt, "error", failure))
                     self._check_cancel()
                     raise StepFailed(name, failure) from exc
-                retry_at = time.time() + retry.delay(attempt)
+                retry_at = clock.now() + retry.delay(attempt)
                 st.append(r.Attempt(st.run, seq, name, attempt, retry_at, failure))
                 attempt += 1
                 continue
@@ -454,7 +483,8 @@ class Ctx:
     def sleep(self, name: str, d: Any) -> None:
         """Sleep durably for ``d`` (seconds or a string like ``"5m"``): a ``Timer`` record, then ``Fired``."""
         seconds = _durations.parse(d)
-        self._sleep(name, lambda: time.time() + seconds)
+        clock = self._st.engine._clock
+        self._sleep(name, lambda: clock.now() + seconds)
 
     def sleep_until(self, name: str, unix_seconds: float) -> None:
         """Sleep durably until the unix time ``unix_seconds``."""
@@ -469,6 +499,7 @@ class Ctx:
         if type(op) is Replay:
             return None
         st = self._st
+        clock = st.engine._clock
         if op.armed:
             at = op.at
         else:
@@ -476,7 +507,7 @@ class Ctx:
             st.append(r.Timer(st.run, op.seq, name, at))
         while True:
             self._check_cancel()
-            if time.time() >= at:
+            if clock.now() >= at:
                 st.append(r.Fired(st.run, op.seq))
                 return None
             self._pause(at)
@@ -493,10 +524,11 @@ class Ctx:
             return op.result()
         st = self._st
         m = st.machine
+        clock = st.engine._clock
         if op.armed:
             deadline = op.at
         else:
-            deadline = None if seconds is None else time.time() + seconds
+            deadline = None if seconds is None else clock.now() + seconds
             st.append(r.Wait(st.run, op.seq, name, deadline))
         while True:
             self._check_cancel()
@@ -504,7 +536,7 @@ class Ctx:
             if sig is not None:
                 st.append(r.Waited(st.run, op.seq, "signal", sig.payload))
                 return sig.payload
-            if deadline is not None and time.time() >= deadline:
+            if deadline is not None and clock.now() >= deadline:
                 st.append(r.Waited(st.run, op.seq, "timeout", None))
                 return None
             self._pause(deadline)
@@ -520,7 +552,7 @@ class Ctx:
 
     def now(self) -> float:
         """The unix time, recorded (replay sees the same)."""
-        return self._value("now", time.time)
+        return self._value("now", self._st.engine._clock.now)
 
     def random(self) -> float:
         """A random float in [0, 1), recorded."""
@@ -681,7 +713,7 @@ class _ShardServer(_gs.GenServer):
         if self.max_live is not None:
             self._check_busy(ending)  # before any terminate: a Busy start records nothing
         run = self.next_run
-        start = r.Start(run, id, wf.name, wf.version, time.time(), input, policy.plain())
+        start = r.Start(run, id, wf.name, wf.version, self.engine._clock.now(), input, policy.plain())
         body = r.encode_record(start)  # NotSerializable: nothing recorded, nothing terminated
         if ending is not None:
             self._terminate(id, "terminated by a new start (IdPolicy terminate)")
@@ -824,6 +856,9 @@ class Engine:
         self._max_live_runs = max_live_runs
         self._servers: list[Any] = []
         self.closed = False
+        self._clock: Clock = REAL_CLOCK
+        # (workflow type, step name) -> the body to run instead (fusee.testing.TestEngine.mock_step)
+        self._mocks: dict[tuple[str, str], Callable[..., Any]] = {}
 
     @classmethod
     def open(
@@ -835,13 +870,15 @@ class Engine:
         segment_size: int = DEFAULT_SEGMENT_SIZE,
         zero_fill: bool = True,
         max_live_runs: int | None = None,
+        clock: Clock | None = None,
     ) -> "Engine":
         """Open the engine on directory ``path`` (``None``: in memory), recovering every unfinished run.
 
         ``max_live_runs`` (``None``: unbounded) bounds the live, unfinished runs
         per shard: a ``start`` that would exceed it raises :class:`Busy`, with
         nothing recorded.  Raises :class:`Corrupt` (naming file and offset) for a
-        damaged acknowledged record.
+        damaged acknowledged record.  ``clock`` (default: the real one) is where
+        runs' time comes from (:class:`Clock`).
         """
         if max_live_runs is not None and (type(max_live_runs) is not int or max_live_runs < 1):
             raise ValueError(f"max_live_runs is None or an int > 0, not {max_live_runs!r}")
@@ -855,6 +892,8 @@ class Engine:
             registry[wf.name] = wf
         journal = Journal.open(path, shards, segment_size=segment_size, zero_fill=zero_fill)
         engine = cls(journal, registry, shards, max_live_runs)
+        if clock is not None:
+            engine._clock = clock
         try:
             for shard in range(shards):
                 recovered, next_run = engine._recover(shard)
