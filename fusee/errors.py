@@ -22,6 +22,9 @@ class                  code                     means
 :class:`Corrupt`       ``"corrupt"``            a damaged acknowledged record (says where)
 :class:`NotSerializable` ``"not_serializable"`` a value the codec refuses, raised at the call,
                                                 nothing recorded
+:class:`ChildFailed`   ``"child_failed"``       a child run did not complete (``id``, ``failure``,
+                                                ``status``): raised in its parent
+:class:`TimedOut`      ``"timed_out"``          the run passed its deadline (``timeout=``)
 =====================  =======================  ===========================================
 
 A *failure* (``StepFailed.failure``, ``Failed.failure``) is a JSON value
@@ -46,6 +49,8 @@ __all__ = [
     "DeterminismError",
     "Corrupt",
     "NotSerializable",
+    "ChildFailed",
+    "TimedOut",
     "CODES",
     "failure_of",
 ]
@@ -224,6 +229,36 @@ class NotSerializable(Error):
         return f"not serializable: {self.why}" if self.path is None else f"not serializable: {self.path}: {self.why}"
 
 
+class ChildFailed(Error):
+    """Child run ``id`` ended ``status`` (failed, cancelled, terminated, timed_out) with ``failure``, a JSON
+    value: the child's failure when it failed, else ``{"type": <status error>, "message", "reason"}``."""
+
+    code = "child_failed"
+
+    def __init__(self, id: str, failure: Any = None, status: str | None = None) -> None:
+        super().__init__(id, failure, status)
+        self.id = id
+        self.failure = failure
+        self.status = status
+
+    def _message(self) -> str:
+        how = "failed" if self.status is None else self.status
+        return f"child {self.id!r} {how}: {_shown(self.failure)}"
+
+
+class TimedOut(Error):
+    """The run passed its deadline (unix seconds ``deadline``, from ``timeout=``) and was ended."""
+
+    code = "timed_out"
+
+    def __init__(self, deadline: Any = None) -> None:
+        super().__init__(deadline)
+        self.deadline = deadline
+
+    def _message(self) -> str:
+        return "the run timed out" + ("" if self.deadline is None else f" (deadline {self.deadline})")
+
+
 CODES: Final[dict[str, type[Error]]] = {
     cls.code: cls
     for cls in (
@@ -238,6 +273,8 @@ CODES: Final[dict[str, type[Error]]] = {
         DeterminismError,
         Corrupt,
         NotSerializable,
+        ChildFailed,
+        TimedOut,
     )
 }
 """Each code to its class (the base's ``"error"`` is not listed)."""

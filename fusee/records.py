@@ -20,7 +20,8 @@ refuses.  The same record always gives the same bytes.
 anything malformed: bytes that are not one JSON object, no or an unknown
 ``"t"``, a missing or extra field, a field of the wrong type or outside its
 choices (:data:`STEP_STATUSES`, :data:`WAIT_OUTCOMES`, :data:`VALUE_KINDS`,
-:data:`DONE_STATUSES`).  It evaluates nothing and unpickles nothing: the only
+:data:`DONE_STATUSES`, :data:`CHILD_STATUSES`, :data:`PARENT_CLOSE`).  :data:`OPTIONAL` fields
+are written only when not ``None`` and read as ``None`` when absent.  It evaluates nothing and unpickles nothing: the only
 code it runs is a registered dataclass's constructor (a dataclass name not
 registered decodes as :class:`fusee.codec.Unknown`).  The journal turns its
 ``ValueError`` into :class:`fusee.errors.Corrupt` with the location.
@@ -47,6 +48,9 @@ __all__ = [
     "Value",
     "Cancel",
     "Done",
+    "Child",
+    "ChildDone",
+    "Send",
     "Record",
     "KINDS",
     "PAYLOADS",
@@ -54,6 +58,9 @@ __all__ = [
     "WAIT_OUTCOMES",
     "VALUE_KINDS",
     "DONE_STATUSES",
+    "CHILD_STATUSES",
+    "PARENT_CLOSE",
+    "OPTIONAL",
     "kind_of",
     "encode_record",
     "decode_record",
@@ -62,12 +69,20 @@ __all__ = [
 STEP_STATUSES: Final = ("ok", "error")
 WAIT_OUTCOMES: Final = ("signal", "timeout")
 VALUE_KINDS: Final = ("now", "random", "uuid")
-DONE_STATUSES: Final = ("completed", "failed", "cancelled", "terminated")
+DONE_STATUSES: Final = ("completed", "failed", "cancelled", "terminated", "continued", "timed_out")
+CHILD_STATUSES: Final = ("completed", "failed", "cancelled", "terminated", "timed_out", "started")
+PARENT_CLOSE: Final = ("terminate", "request_cancel", "abandon")
 
 
 @dataclass(frozen=True, slots=True)
 class Start:
-    """A run began: workflow ID ``id``, type ``wtype`` at ``version``, its ``input`` and IdPolicy (``policy``, plain form)."""
+    """A run began: workflow ID ``id``, type ``wtype`` at ``version``, its ``input`` and IdPolicy (``policy``, plain form).
+
+    Optional (``None`` when absent; not written then, so older journals read the same):
+    ``deadline`` when the run times out; ``parent`` the run that started it as a child,
+    ``{"shard", "run", "seq", "id", "wait"}`` (its ``Child`` operation; ``wait``: it waits for the end); ``origin`` the run it
+    continues as new, ``{"run": <run number>}``.
+    """
 
     run: int
     id: str
@@ -76,6 +91,9 @@ class Start:
     started: float
     input: Any
     policy: Any
+    deadline: float | None = None
+    parent: Any = None
+    origin: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,10 +197,48 @@ class Done:
     payload: Any
 
 
-Record = Union[Start, Step, Attempt, Timer, Fired, Signal, Wait, Waited, Value, Cancel, Done]
+@dataclass(frozen=True, slots=True)
+class Child:
+    """Operation ``seq`` started (or attached to) child run ``id`` of type ``wtype`` with ``input``;
+    ``parent_close`` (one of :data:`PARENT_CLOSE`) is what the parent's end does to it; ``deadline`` its timeout."""
+
+    run: int
+    seq: int
+    id: str
+    wtype: str
+    input: Any
+    parent_close: str
+    deadline: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChildDone:
+    """The child of operation ``seq`` ended with ``status`` (:data:`CHILD_STATUSES`); ``payload`` is its Done's.
+
+    ``"started"`` (payload None) completes a ``start_child``: the child's Start is durable, nobody waits for its end."""
+
+    run: int
+    seq: int
+    status: str
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Operation ``seq`` sent signal ``name`` with ``payload`` to workflow ID ``target`` (dedup ``"<id>/<run>/<seq>"``)."""
+
+    run: int
+    seq: int
+    target: str
+    name: str
+    payload: Any
+
+
+Record = Union[Start, Step, Attempt, Timer, Fired, Signal, Wait, Waited, Value, Cancel, Done, Child, ChildDone, Send]
 
 KINDS: Final[dict[str, type]] = {
-    cls.__name__.lower(): cls for cls in (Start, Step, Attempt, Timer, Fired, Signal, Wait, Waited, Value, Cancel, Done)
+    cls.__name__.lower(): cls
+    for cls in (Start, Step, Attempt, Timer, Fired, Signal, Wait, Waited, Value, Cancel, Done, Child, ChildDone, Send)
 }
 """Each record kind (the ``"t"`` of its encoding) to its class."""
 
@@ -245,6 +301,9 @@ _SCHEMA: Final[dict[type, tuple[tuple[str, Any, str], ...]]] = {
         ("started", _time, "a finite number"),
         ("input", _PAYLOAD, ""),
         ("policy", _PAYLOAD, ""),
+        ("deadline", _opt_time, "a finite number or None"),
+        ("parent", _PAYLOAD, ""),
+        ("origin", _PAYLOAD, ""),
     ),
     Step: (
         ("run", _count, "an int >= 0"),
@@ -307,7 +366,32 @@ _SCHEMA: Final[dict[type, tuple[tuple[str, Any, str], ...]]] = {
         ("finished", _time, "a finite number"),
         ("payload", _PAYLOAD, ""),
     ),
+    Child: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+        ("id", _text, "a str"),
+        ("wtype", _text, "a str"),
+        ("input", _PAYLOAD, ""),
+        ("parent_close", _among(PARENT_CLOSE), f"one of {PARENT_CLOSE}"),
+        ("deadline", _opt_time, "a finite number or None"),
+    ),
+    ChildDone: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+        ("status", _among(CHILD_STATUSES), f"one of {CHILD_STATUSES}"),
+        ("payload", _PAYLOAD, ""),
+    ),
+    Send: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+        ("target", _text, "a str"),
+        ("name", _text, "a str"),
+        ("payload", _PAYLOAD, ""),
+    ),
 }
+
+OPTIONAL: Final[dict[type, frozenset[str]]] = {Start: frozenset(("deadline", "parent", "origin"))}
+"""Each record class to its optional fields: written only when not ``None``, read as ``None`` when absent."""
 
 PAYLOADS: Final[dict[str, tuple[str, ...]]] = {
     _KIND_OF[cls]: tuple(name for name, check, _ in fields if check is _PAYLOAD) for cls, fields in _SCHEMA.items()
@@ -370,8 +454,11 @@ def encode_record(record: Record) -> bytes:
 def _encode_fast(record: Any, fields: tuple[tuple[str, Any, str], ...]) -> bytes | None:
     """``record``'s encoding when every field passes its check and every payload is plain JSON; else ``None``."""
     parts = []
+    optional = OPTIONAL.get(type(record), ())
     for name, check, prefix in fields:
         x = getattr(record, name)
+        if x is None and name in optional:
+            continue
         if check is not _PAYLOAD and not check(x):
             return None
         text = _fast_text(x)
@@ -390,8 +477,11 @@ def _encode_full(record: Record) -> bytes:
     """The canonical encoding, the long way: every field checked, payloads walked (errors name their path)."""
     kind = kind_of(record)
     tree: dict[str, Any] = {"t": kind}
+    optional = OPTIONAL.get(type(record), ())
     for name, check, want in _SCHEMA[type(record)]:
         x = getattr(record, name)
+        if x is None and name in optional:
+            continue
         if check is _PAYLOAD:
             tree[name] = codec.to_tree(x, name)
         elif check(x):
@@ -402,6 +492,8 @@ def _encode_full(record: Record) -> bytes:
         return codec.dumps_tree(tree, kind)
     except NotSerializable as e:  # a lone surrogate: name the field, not the record
         for name, _, _ in _SCHEMA[type(record)]:
+            if name not in tree:
+                continue
             where = codec._bad_text(tree[name], name)
             if where:
                 raise NotSerializable(e.value, e.why, where) from None
@@ -421,14 +513,20 @@ def decode_record(body: bytes | bytearray | memoryview) -> Record:
     if cls is None:
         raise ValueError(f"unknown record kind {kind!r}")
     schema = _SCHEMA[cls]
-    if len(tree) != len(schema) + 1:
-        known = {name for name, _, _ in schema}
-        missing = [name for name in known if name not in tree]
+    optional = OPTIONAL.get(cls, frozenset())
+    known = {name for name, _, _ in schema}
+    if len(tree) != len(schema) + 1 and (
+        not optional or any(k != "t" and k not in known for k in tree) or any(n not in tree for n in known - optional)
+    ):
+        missing = [name for name in known - optional if name not in tree]
         extra = [k for k in tree if k != "t" and k not in known]
         raise ValueError(f"{kind} record: missing {missing}, unexpected {extra}")
     args = []
     for name, check, want in schema:
         if name not in tree:
+            if name in optional:
+                args.append(None)
+                continue
             raise ValueError(f"{kind} record: missing field {name!r}")
         x = tree[name]
         if check is _PAYLOAD:

@@ -16,7 +16,14 @@ kind       name                                 begun / in progress             
 ``sleep``  the sleep's name                     ``Timer`` (armed, ``fire_at``)  ``Fired``
 ``wait``   the signal's name                    ``Wait`` (armed, ``deadline``)  ``Waited``
 ``value``  ``"now"`` / ``"random"`` / ``"uuid"``  -                             ``Value``
+``child``  the child's workflow ID              ``Child`` (started, ``deadline``) ``ChildDone``
+``send``   the target's workflow ID             -                             ``Send``
 =========  ===================================  ==============================  =========
+
+A child's outcome is its ``ChildDone``: ``"completed"`` replays its result, any
+other status raises :class:`~fusee.errors.ChildFailed` ``(id, failure, status)``
+(:func:`child_failure`).  A ``Send`` replays to ``None`` (the engine delivers it
+to its target as a signal with dedup :func:`send_dedup`).
 
 :meth:`Machine.begin` answers :class:`Replay` (the completion is recorded:
 hand it back) or :class:`Live` (run it, going on from what is recorded:
@@ -61,14 +68,18 @@ from dataclasses import dataclass
 from typing import Any, Final, Iterable
 
 from . import records as r
-from .errors import Cancelled, DeterminismError, StepFailed
+from .errors import Cancelled, ChildFailed, DeterminismError, StepFailed
 
 __all__ = [
     "STEP",
     "SLEEP",
     "WAIT",
     "VALUE",
+    "CHILD",
+    "SEND",
     "KINDS",
+    "child_failure",
+    "send_dedup",
     "Op",
     "Replay",
     "Live",
@@ -81,11 +92,14 @@ STEP: Final = "step"
 SLEEP: Final = "sleep"
 WAIT: Final = "wait"
 VALUE: Final = "value"
-KINDS: Final = frozenset((STEP, SLEEP, WAIT, VALUE))
+CHILD: Final = "child"
+SEND: Final = "send"
+KINDS: Final = frozenset((STEP, SLEEP, WAIT, VALUE, CHILD, SEND))
 
 _STEP_STATUSES: Final = frozenset(("ok", "error"))
 _WAIT_OUTCOMES: Final = frozenset(("signal", "timeout"))
-_DONE_STATUSES: Final = frozenset(("completed", "failed", "cancelled", "terminated"))
+_DONE_STATUSES: Final = frozenset(r.DONE_STATUSES)
+_CHILD_STATUSES: Final = frozenset(r.CHILD_STATUSES)
 
 
 def _is_int(x: Any) -> bool:
@@ -132,7 +146,7 @@ class Replay:
     name: Any
     outcome: str
     value: Any = None
-    error: StepFailed | None = None
+    error: StepFailed | ChildFailed | None = None
     turn: int = 0
 
     def result(self) -> Any:
@@ -185,10 +199,31 @@ def _identity(rec: Any) -> tuple[str, Any] | None:
         return (WAIT, rec.name)
     if t is r.Value:
         return (VALUE, rec.kind)
+    if t is r.Child:
+        return (CHILD, rec.id)
+    if t is r.Send:
+        return (SEND, rec.target)
     return None
 
 
-_OP_RECORDS: Final = ("Step", "Attempt", "Timer", "Fired", "Wait", "Waited", "Value")
+def child_failure(id: str, status: str, payload: Any) -> ChildFailed:
+    """The error a parent gets for child ``id`` that ended ``status`` (not ``"completed"``) with ``payload``.
+
+    A failed child's payload is its failure already; for the other ends the
+    failure is ``{"type": "Cancelled"|"Terminated"|"TimedOut", "message", "reason": payload}``.
+    """
+    if status == "failed":
+        return ChildFailed(id, payload, status)
+    kind = {"cancelled": "Cancelled", "terminated": "Terminated", "timed_out": "TimedOut"}.get(status, status)
+    return ChildFailed(id, {"type": kind, "message": f"the child run was {status}", "reason": payload}, status)
+
+
+def send_dedup(sender_id: str, run: int, seq: int) -> str:
+    """The dedup key of the signal a run's ``Send`` (operation ``seq`` of run ``run`` of ``sender_id``) delivers."""
+    return f"fusee.send/{sender_id}/{run}/{seq}"
+
+
+_OP_RECORDS: Final = ("Step", "Attempt", "Timer", "Fired", "Wait", "Waited", "Value", "Child", "ChildDone", "Send")
 _RUN_RECORDS: Final = ("Start", "Signal", "Cancel", "Done")
 _KIND_NAMES: Final = {getattr(r, kind): kind for kind in _OP_RECORDS + _RUN_RECORDS}
 _OP_KINDS: Final = frozenset(_OP_RECORDS)
@@ -333,12 +368,18 @@ class History:
             raise ValueError(f"a {kind} for operation {seq}, recorded as {op.kind} {op.name!r}, names {ident!r}")
         if op is not None and op.done is not None:
             raise ValueError(f"a {kind} for operation {seq}, already completed by a {type(op.done).__name__}")
-        if kind in ("Timer", "Wait", "Value") and op is not None:
+        if kind in ("Timer", "Wait", "Value", "Child", "Send") and op is not None:
             raise ValueError(f"a {kind} for operation {seq}, already begun")
         if kind == "Fired" and (op is None or op.kind != SLEEP):
             raise ValueError(f"a Fired for operation {seq} without its Timer")
         if kind == "Waited" and (op is None or op.kind != WAIT):
             raise ValueError(f"a Waited for operation {seq} without its Wait")
+        if kind == "ChildDone" and (op is None or op.kind != CHILD):
+            raise ValueError(f"a ChildDone for operation {seq} without its Child")
+        if kind == "ChildDone" and (type(rec.status) is not str or rec.status not in _CHILD_STATUSES):
+            raise ValueError(f"a ChildDone's status is one of {sorted(_CHILD_STATUSES)}, got {rec.status!r}")
+        if kind == "Child" and rec.deadline is not None and not _is_time(rec.deadline):
+            raise ValueError(f"a Child's deadline is a time in seconds or None, got {rec.deadline!r}")
         if kind == "Timer" and not _is_time(rec.fire_at):
             raise ValueError(f"a Timer's fire_at is a time in seconds, got {rec.fire_at!r}")
         if kind == "Wait" and rec.deadline is not None and not _is_time(rec.deadline):
@@ -362,9 +403,9 @@ class History:
             # Op is frozen: build the next one positionally (dataclasses.replace is slow).
             if kind == "Attempt":
                 new = Op(op.seq, op.kind, op.name, op.attempts + (rec,), op.armed, op.done, op.turn)
-            elif kind == "Timer" or kind == "Wait":
+            elif kind == "Timer" or kind == "Wait" or kind == "Child":
                 new = Op(op.seq, op.kind, op.name, op.attempts, rec, op.done, op.turn)
-            else:  # a completion: Step, Fired, Waited, Value
+            else:  # a completion: Step, Fired, Waited, Value, ChildDone, Send
                 if queue is not None:
                     self._consumed.append((seq, queue.popleft()))
                 new = Op(op.seq, op.kind, op.name, op.attempts, op.armed, rec, self._turns)
@@ -479,7 +520,7 @@ class History:
             op = self._ops[s]
             if type(op) is tuple:  # a completed step
                 continue
-            if op.armed is not None and op.done is None:
+            if op.armed is not None and op.done is None and op.kind != CHILD:
                 at = op.armed.fire_at if op.kind == SLEEP else op.armed.deadline
                 out.append(Pending(s, op.kind, op.name, at))
         return tuple(out)
@@ -487,6 +528,22 @@ class History:
     def due(self, now: float) -> tuple[Pending, ...]:
         """The pending timers whose time has come by ``now``."""
         return tuple(p for p in self.pending_timers() if p.at is not None and p.at <= now)
+
+    # children and sends
+
+    def pending_children(self) -> tuple[Any, ...]:
+        """The ``Child`` records of child operations begun and not completed, by ``seq``."""
+        out = []
+        for s in sorted(self._ops):
+            op = self._ops[s]
+            if type(op) is not tuple and op.kind == CHILD and op.done is None:
+                out.append(op.armed)
+        return tuple(out)
+
+    @property
+    def sends(self) -> tuple[Any, ...]:
+        """The run's ``Send`` records, in journal order."""
+        return tuple(rec for rec in self._records if type(rec) is r.Send)
 
 
 # -- machine ---------------------------------------------------------------------------
@@ -561,7 +618,7 @@ class Machine:
         if op.done is None:
             n, retry_at = self.history.attempts(seq)
             armed = op.armed
-            at = None if armed is None else (armed.fire_at if kind == SLEEP else armed.deadline)
+            at = None if armed is None else (armed.fire_at if kind == SLEEP else armed.deadline)  # a Child's too
             return Live(seq, kind, name, n, retry_at, armed is not None, at)
         self._handed += 1
         return _replay_of(op)
@@ -612,4 +669,12 @@ def _replay_of(op: Op) -> Replay:
     if t is r.Waited:
         value = d.payload if d.outcome == "signal" else None
         return Replay(op.seq, op.kind, op.name, d.outcome, value, None, op.turn)  # type: ignore[arg-type]
+    if t is r.ChildDone:
+        if d.status == "completed" or d.status == "started":
+            value = d.payload if d.status == "completed" else None
+            return Replay(op.seq, op.kind, op.name, d.status, value, None, op.turn)  # type: ignore[arg-type]
+        err = child_failure(op.name, d.status, d.payload)  # type: ignore[arg-type]
+        return Replay(op.seq, op.kind, op.name, d.status, None, err, op.turn)  # type: ignore[arg-type]
+    if t is r.Send:
+        return Replay(op.seq, op.kind, op.name, "sent", None, None, op.turn)  # type: ignore[arg-type]
     return Replay(op.seq, op.kind, op.name, "value", d.value, None, op.turn)  # type: ignore[arg-type]

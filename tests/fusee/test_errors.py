@@ -12,6 +12,7 @@ from fusee.errors import (
     AlreadyExists,
     Busy,
     Cancelled,
+    ChildFailed,
     Corrupt,
     DeterminismError,
     Error,
@@ -20,6 +21,7 @@ from fusee.errors import (
     NotSerializable,
     StepFailed,
     Terminated,
+    TimedOut,
     UnknownWorkflow,
     failure_of,
 )
@@ -37,6 +39,8 @@ CASES = [
     (DeterminismError, (4, ("step", "charge"), ("sleep", "pause")), ("position", "expected", "got"), "determinism"),
     (Corrupt, ("/data/shard-0/00000001.seg", 8192, "crc mismatch"), ("path", "offset", "why"), "corrupt"),
     (NotSerializable, ({1, 2}, "a set", "input['items'][2]"), ("value", "why", "path"), "not_serializable"),
+    (ChildFailed, ("pay-1", {"type": "KeyError", "message": "'x'"}, "failed"), ("id", "failure", "status"), "child_failed"),
+    (TimedOut, (1700000000.0,), ("deadline",), "timed_out"),
 ]
 
 

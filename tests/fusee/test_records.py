@@ -12,6 +12,12 @@ from hypothesis import strategies as st
 from fusee import codec, records
 from fusee.errors import NotSerializable
 from fusee.records import (
+    CHILD_STATUSES,
+    OPTIONAL,
+    PARENT_CLOSE,
+    Child,
+    ChildDone,
+    Send,
     DONE_STATUSES,
     KINDS,
     STEP_STATUSES,
@@ -57,6 +63,12 @@ times = st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**40),
 
 any_record = st.one_of(
     st.builds(Start, counts, names, names, counts, times, payloads, payloads),
+    st.builds(
+        Start, counts, names, names, counts, times, payloads, payloads, st.none() | times, payloads, payloads
+    ),
+    st.builds(Child, counts, counts, names, names, payloads, st.sampled_from(PARENT_CLOSE), st.none() | times),
+    st.builds(ChildDone, counts, counts, st.sampled_from(CHILD_STATUSES), payloads),
+    st.builds(Send, counts, counts, names, names, payloads),
     st.builds(Step, counts, counts, names, counts, st.sampled_from(STEP_STATUSES), payloads),
     st.builds(Attempt, counts, counts, names, counts, times, payloads),
     st.builds(Timer, counts, counts, names, times),
@@ -93,16 +105,17 @@ def test_encoding_is_deterministic(r):
 def test_encoding_is_a_json_object_with_t_then_fields(r):
     """The body is a JSON object: "t" (the kind) first, then the fields in declaration order."""
     obj = json.loads(encode_record(r))
-    expected = ["t"] + [f.name for f in dataclasses.fields(r)]
+    optional = OPTIONAL.get(type(r), ())
+    expected = ["t"] + [f.name for f in dataclasses.fields(r) if not (f.name in optional and getattr(r, f.name) is None)]
     assert (expected, kind_of(r)) == (list(obj), obj["t"])
 
 
 @SETTINGS
 @given(any_record, st.data())
 def test_a_missing_field_raises_value_error(r, data):
-    """Dropping any field from a body makes it malformed."""
+    """Dropping any field but an optional one from a body makes it malformed."""
     obj = json.loads(encode_record(r))
-    del obj[data.draw(st.sampled_from(sorted(obj)))]
+    del obj[data.draw(st.sampled_from(sorted(k for k in obj if k not in OPTIONAL.get(type(r), ()))))]
     with pytest.raises(ValueError):
         decode_record(json.dumps(obj).encode())
 
@@ -123,9 +136,9 @@ def _fits(key, v):
     """Whether v is, by chance, a valid value for field key (then the test would not be about a wrong type)."""
     if key == "dedup":
         return v in (-1, "nope") and type(v) is not bool
-    if key in ("name", "id", "wtype", "by"):
+    if key in ("name", "id", "wtype", "by", "target"):
         return type(v) is str
-    if key in ("started", "retry_at", "fire_at", "deadline", "finished"):
+    if key in ("started", "retry_at", "fire_at", "deadline", "finished") or (key == "deadline" and v is None):
         return type(v) in (int, float)
     return False
 
@@ -162,9 +175,19 @@ def test_example_start_encoding():
     assert expected == encode_record(Start(1, "order-1", "checkout", 1, 1700000000.5, {"items": [1, 2]}, ["fail", "fail"]))
 
 
+def test_optional_start_fields_are_left_out_when_none_and_read_back_as_none():
+    """A Start without deadline/parent/origin encodes as before them; with them, they follow ``policy``."""
+    old = Start(1, "a", "w", 1, 5.0, None, ["fail", "fail"])
+    assert b"deadline" not in encode_record(old) and decode_record(encode_record(old)) == old
+    new = Start(1, "a", "w", 1, 5.0, None, ["fail", "fail"], 9.0, {"shard": 0, "run": 2, "seq": 3, "id": "p"}, None)
+    assert decode_record(encode_record(new)) == new
+    assert list(json.loads(encode_record(new)))[-2:] == ["deadline", "parent"]
+
+
 def test_kinds_are_lowercase_class_names():
     """KINDS maps each lowercase class name to its class."""
     expected = ["start", "step", "attempt", "timer", "fired", "signal", "wait", "waited", "value", "cancel", "done"]
+    expected += ["child", "childdone", "send"]
     assert expected == list(KINDS)
     assert all(KINDS[k].__name__.lower() == k for k in KINDS)
 

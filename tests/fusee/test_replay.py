@@ -7,8 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusee import records as r
-from fusee.errors import Cancelled, DeterminismError, StepFailed
-from fusee.replay import History, Live, Machine, Pending, Replay
+from fusee.errors import Cancelled, ChildFailed, DeterminismError, StepFailed
+from fusee.replay import History, Live, Machine, Pending, Replay, child_failure, send_dedup
+
+from ..ensemble._hostile import Weird, WeirdInt, WeirdStr, WeirdTuple
 
 SETTINGS = settings(max_examples=80, deadline=None)
 RUN = 7
@@ -55,17 +57,36 @@ class Driver:
                 return ("timeout", None)
             self.add(r.Waited(RUN, seq, "signal", sig.payload))
             return ("signal", sig.payload)
+        if kind == "child":
+            status, payload, deadline = detail
+            self.add(r.Child(RUN, seq, name, "kid", {"n": seq}, "terminate", deadline))
+            self.add(r.ChildDone(RUN, seq, status, payload))
+            if status in ("completed", "started"):
+                return (status, payload if status == "completed" else None)
+            return (status, payload if status == "failed" else (CHILD_ERRORS[status], payload))
+        if kind == "send":
+            sname, payload = detail
+            self.add(r.Send(RUN, seq, name, sname, payload))
+            return ("sent", None)
         self.add(r.Value(RUN, seq, name, detail))
         return ("value", detail)
 
 
+CHILD_ERRORS = {"cancelled": "Cancelled", "terminated": "Terminated", "timed_out": "TimedOut"}
+
+
 def delivered(answer):
-    """What the code gets from a Replay, as (outcome, value)."""
+    """What the code gets from a Replay, as (outcome, value); a child's failure as its payload or (type, reason)."""
     if answer.error is not None:
-        with pytest.raises(StepFailed) as e:
+        err = StepFailed if answer.kind == "step" else ChildFailed
+        with pytest.raises(err) as e:
             answer.result()
-        assert answer.name == e.value.name
-        return (answer.outcome, e.value.failure)
+        if err is StepFailed:
+            assert answer.name == e.value.name
+            return (answer.outcome, e.value.failure)
+        assert (answer.name, answer.outcome) == (e.value.id, e.value.status)
+        f = e.value.failure
+        return (answer.outcome, f if answer.outcome == "failed" else (f["type"], f["reason"]))
     return (answer.outcome, answer.result())
 
 
@@ -78,13 +99,18 @@ signals = st.tuples(names, st.one_of(st.none(), st.integers(0, 6)), payloads)
 
 @st.composite
 def operations(draw):
-    kind = draw(st.sampled_from(["step", "sleep", "wait", "value"]))
+    kind = draw(st.sampled_from(["step", "sleep", "wait", "value", "child", "send"]))
     if kind == "step":
         return (kind, draw(names), (draw(st.integers(0, 3)), draw(st.booleans()), draw(payloads)))
     if kind == "sleep":
         return (kind, draw(names), draw(st.integers(0, 50).map(float)))
     if kind == "wait":
         return (kind, draw(names), draw(st.one_of(st.none(), st.integers(0, 50).map(float))))
+    if kind == "child":
+        deadline = draw(st.one_of(st.none(), st.integers(0, 50).map(float)))
+        return (kind, draw(names), (draw(st.sampled_from(r.CHILD_STATUSES)), draw(payloads), deadline))
+    if kind == "send":
+        return (kind, draw(names), (draw(names), draw(payloads)))
     vk = draw(st.sampled_from(["now", "random", "uuid"]))
     return (kind, vk, draw(payloads))
 
@@ -142,6 +168,10 @@ def test_a_journal_cut_anywhere_replays_its_prefix_then_resumes_the_op_in_progre
     assert i == answer.seq
     assert (0 if op is None else len(op.attempts)) == answer.attempts
     assert (op is not None and op.armed is not None) == answer.armed
+    if answer.armed:  # in progress: a Timer, Wait or Child says when it ends
+        assert (op.armed.fire_at if op.kind == "sleep" else op.armed.deadline) == answer.at
+    # only the operation in progress can be a child begun and not completed
+    assert h.pending_children() == ((op.armed,) if answer.kind == "child" and answer.armed else ())
     if answer.attempts:
         assert 10.0 * answer.attempts == answer.retry_at
 
@@ -158,7 +188,9 @@ def test_another_kind_or_name_at_a_recorded_position_is_a_determinism_error(scri
         assert type(m.begin(kind, name)) is Replay
     _, (kind, name, _) = script[p]
     other = data.draw(
-        st.sampled_from([("step", name), ("sleep", name), ("wait", name), ("value", name), (kind, name + "'")]).filter(
+        st.sampled_from(
+            [("step", name), ("sleep", name), ("wait", name), ("value", name), ("child", name), ("send", name), (kind, name + "'")]
+        ).filter(
             lambda kn: kn != (kind, name)
         )
     )
@@ -211,6 +243,10 @@ any_record = st.one_of(
     st.builds(r.Waited, st.just(RUN), st.integers(0, 3), st.sampled_from(["signal", "timeout"]), payloads),
     st.builds(r.Value, st.just(RUN), st.integers(0, 3), st.sampled_from(["now", "random"]), payloads),
     st.builds(r.Cancel, st.just(RUN), payloads, st.none()),
+    st.builds(r.Child, st.just(RUN), st.integers(0, 3), names, st.just("kid"), payloads, st.sampled_from(r.PARENT_CLOSE),
+              st.one_of(st.none(), st.just(9.0), st.just(float("nan")))),
+    st.builds(r.ChildDone, st.just(RUN), st.integers(0, 3), st.sampled_from(r.CHILD_STATUSES + ("ok",)), payloads),
+    st.builds(r.Send, st.just(RUN), st.integers(0, 3), names, names, payloads),
     st.builds(r.Done, st.just(RUN), st.sampled_from(["completed", "failed"]), st.just(1.0), payloads),
     st.just(START),
 )
@@ -235,6 +271,132 @@ def test_the_machine_is_total_on_typed_records(pairs, ops):
             continue
         assert type(answer) in (Replay, Live)
     h.pending_timers(), h.due(10.0), h.unconsumed
+    assert all(h.op(c.seq).armed is c and h.op(c.seq).done is None for c in h.pending_children())
+    assert all(p.kind != "child" for p in h.pending_timers())
+    assert h.sends == tuple(rec for _, rec in h.records if type(rec) is r.Send)
+
+
+# -- children and sends -------------------------------------------------------------------
+
+child_ends = st.sampled_from(r.CHILD_STATUSES)
+hostile = st.sampled_from([Weird, lambda: WeirdStr("w"), lambda: WeirdInt(3), lambda: WeirdTuple((1, 2))]).map(lambda f: f())
+
+
+def with_pending_child(script, cid="kid", deadline=None):
+    """``script`` run live, then child ``cid`` begun (its ``Child`` recorded) and not completed: (driver, its Child)."""
+    d = Driver()
+    for sent, (kind, name, detail) in script:
+        for sname, dedup, payload in sent:
+            d.add(r.Signal(RUN, sname, dedup, payload))
+        d.op(kind, name, detail)
+    live = d.m.begin("child", cid)
+    assert Live(len(script), "child", cid) == live
+    child = r.Child(RUN, live.seq, cid, "kid", None, "abandon", deadline)
+    d.add(child)
+    return d, child
+
+
+@SETTINGS
+@given(scripts, st.data(), child_ends, payloads)
+def test_a_pending_child_is_listed_and_its_live_outcome_waits_for_replay(script, data, status, payload):
+    """A Child without its ChildDone is pending (not a timer); a ChildDone recorded while the code still replays
+    earlier operations takes the next turn: the earlier ones replay unchanged, then the child gets its outcome."""
+    d, child = with_pending_child(script, deadline=data.draw(st.one_of(st.none(), st.just(77.0))))
+    _, got = run_live(script)
+    h = History.from_records(d.log)
+    assert (child,) == h.pending_children()
+    assert all(p.seq != child.seq for p in h.pending_timers())
+    n = len(script)
+    at_child = Machine(History.from_records(d.log))
+    for _, (kind, name, _) in script:
+        at_child.begin(kind, name)
+    assert Live(n, "child", "kid", armed=True, at=child.deadline) == at_child.begin("child", "kid")
+
+    m = Machine(h)
+    k = data.draw(st.integers(0, n))
+    for i, (_, (kind, name, _)) in enumerate(script[:k]):
+        assert got[i] == delivered(m.begin(kind, name))
+    m.record(r.ChildDone(RUN, child.seq, status, payload), d.lsn)
+    assert () == h.pending_children()
+    assert m.replaying  # the child's outcome is a recorded delivery not yet handed out
+    for i, (_, (kind, name, _)) in enumerate(script[k:], start=k):
+        answer = m.begin(kind, name)
+        assert (i, got[i]) == (answer.turn, delivered(answer))
+        assert m.replaying
+    answer = m.begin("child", "kid")
+    assert (type(answer), answer.seq, answer.turn, answer.outcome) == (Replay, n, n, status)
+    assert not m.replaying
+
+
+@SETTINGS
+@given(scripts, st.data())
+def test_another_operation_at_a_pending_child_is_a_determinism_error(script, data):
+    d, child = with_pending_child(script)
+    m = Machine(History.from_records(d.log))
+    for _, (kind, name, _) in script:
+        m.begin(kind, name)
+    other = data.draw(st.sampled_from([("child", "kid'"), ("child", "a"), ("step", "kid"), ("sleep", "kid"),
+                                       ("wait", "kid"), ("send", "kid"), ("value", "now")]))
+    with pytest.raises(DeterminismError) as e:
+        m.begin(*other)
+    assert (len(script), ("child", "kid"), other) == (e.value.position, e.value.expected, e.value.got)
+
+
+@SETTINGS
+@given(scripts)
+def test_sends_are_numbered_by_call_order_and_listed_in_journal_order(script):
+    log, _ = run_live(script)
+    h = History.from_records(log)
+    want = [(i, name, detail) for i, (_, (kind, name, detail)) in enumerate(script) if kind == "send"]
+    assert want == [(s.seq, s.target, (s.name, s.payload)) for s in h.sends]
+    assert all(type(rec) is r.Send for rec in h.sends)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.text(alphabet="a/01", max_size=4), st.integers(0, 12), st.integers(0, 12)), max_size=8))
+def test_send_dedups_name_the_sender_run_and_operation_uniquely(triples):
+    keys = {t: send_dedup(*t) for t in triples}
+    assert len(set(keys.values())) == len(keys)  # distinct (id, run, seq), even with "/" in the id, never collide
+    for (sender, run, seq), k in keys.items():  # the key reads back: so no two ever collide
+        head, run_, seq_ = k.rsplit("/", 2)
+        assert (head, int(run_), int(seq_)) == ("fusee.send/" + sender, run, seq) and str(run) == run_ and str(seq) == seq_
+
+
+@SETTINGS
+@given(st.sampled_from([s for s in r.CHILD_STATUSES if s not in ("completed", "started")]), st.text(max_size=4),
+       st.one_of(payloads, hostile))
+def test_child_failure_carries_id_and_status_and_the_payload_untouched(status, cid, payload):
+    err = child_failure(cid, status, payload)
+    assert type(err) is ChildFailed and (err.id, err.status, err.code) == (cid, status, "child_failed")
+    if status == "failed":
+        assert err.failure is payload  # the child's own failure, as recorded
+    else:
+        f = err.failure
+        assert (type(f), f["type"], type(f["message"])) == (dict, CHILD_ERRORS[status], str) and f["reason"] is payload
+    assert repr(cid) in str(err) and status in str(err)
+
+
+@SETTINGS
+@given(child_ends, hostile, hostile)
+def test_child_outcomes_inputs_and_send_payloads_are_handed_back_untouched(status, payload, input):
+    """Replay never compares, hashes or tests a child's input, its outcome's payload or a send's payload."""
+    h = history(
+        r.Child(RUN, 0, "kid", "t", input, "abandon", None),
+        r.ChildDone(RUN, 0, status, payload),
+        r.Send(RUN, 1, "peer", "go", payload),
+        r.Child(RUN, 2, "kid2", "t", input, "terminate", 5.0),
+    )
+    m = Machine(h)
+    answer = m.begin("child", "kid")
+    if status in ("completed", "started"):
+        assert answer.result() is (payload if status == "completed" else None)
+    else:
+        with pytest.raises(ChildFailed) as e:
+            answer.result()
+        assert (e.value.failure if status == "failed" else e.value.failure["reason"]) is payload
+    assert Replay(1, "send", "peer", "sent", None, None, 1) == m.begin("send", "peer")
+    assert h.sends[0].payload is payload and h.pending_children()[0].input is input
+    assert Live(2, "child", "kid2", armed=True, at=5.0) == m.begin("child", "kid2")
 
 
 # -- examples -----------------------------------------------------------------------------
@@ -354,6 +516,13 @@ def test_the_gate_is_the_last_record_of_the_run():
         ((r.Timer(RUN, 0, "a", 1.0), r.Timer(RUN, 0, "a", 1.0)), "already begun"),
         ((r.Signal(RUN + 1, "s", None, 1),), "run 8"),
         ((START,), "second Start"),
+        ((r.ChildDone(RUN, 0, "completed", 1),), "without its Child"),
+        ((r.Timer(RUN, 0, "a", 1.0), r.ChildDone(RUN, 0, "completed", 1)), "without its Child"),
+        ((r.Child(RUN, 0, "k", "t", None, "abandon", None), r.Child(RUN, 0, "k", "t", None, "abandon", None)), "already begun"),
+        ((r.Child(RUN, 0, "k", "t", None, "abandon", None), r.ChildDone(RUN, 0, "ok", 1)), "status is one of"),
+        ((r.Child(RUN, 0, "k", "t", None, "abandon", float("inf")),), "deadline is a time"),
+        ((r.Send(RUN, 0, "x", "go", 1), r.Send(RUN, 0, "x", "go", 1)), "already completed"),
+        ((r.Send(RUN, 0, "x", "go", 1), r.ChildDone(RUN, 0, "completed", 1)), "recorded as send|without its Child|already"),
     ],
 )
 def test_a_history_that_cannot_be_is_a_clear_value_error(recs, why):
@@ -369,7 +538,7 @@ def test_the_first_record_is_start_and_lsns_rise():
     with pytest.raises(TypeError, match="not a fusee record"):
         History.from_records([(1, ("Start", 1))])
     with pytest.raises(ValueError, match="kind is one of"):
-        Machine().begin("child", "x")
+        Machine().begin("update", "x")
 
 
 def test_steps_completed_at_once_read_back_as_full_ops():
