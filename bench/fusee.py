@@ -353,8 +353,14 @@ def bench_memory(quick: bool, reps: int) -> list[Result]:
 # --------------------------------------------------------------------------
 
 
-def dbos_child(path: str, workflows: int, n: int, reps: int) -> int:
-    """In a child process: the workload on DBOS; prints one JSON line (or {"skip": why})."""
+def dbos_child(path: str, mode: str, a: int, b: int, reps: int) -> int:
+    """In a child process: a workload on DBOS; prints one JSON line (or {"skip": why}).
+
+    ``mode`` "steps": ``a`` workflows of ``b`` steps, steps/s.  "children": one
+    parent workflow starting ``a`` child workflows of one step and awaiting
+    them, children/s.  "queue": ``a`` one-step workflows through a DBOS queue
+    of global concurrency ``b`` (polled every 10 ms), admissions/s.
+    """
     try:
         import sqlalchemy as sa
         from dbos import DBOS
@@ -375,6 +381,7 @@ def dbos_child(path: str, workflows: int, n: int, reps: int) -> int:
     logging.getLogger("dbos").setLevel(logging.WARNING)
     db = os.path.join(path, "dbos.sqlite")
     DBOS(config={"name": "fusee-bench", "system_database_url": f"sqlite:///{db}", "log_level": "WARNING"})
+    queue: Any = None
 
     @DBOS.step()
     def step(i: int) -> int:
@@ -387,26 +394,41 @@ def dbos_child(path: str, workflows: int, n: int, reps: int) -> int:
             total += step(i)
         return total
 
+    @DBOS.workflow()
+    def parent(children: int) -> int:
+        handles = [DBOS.start_workflow(work, 1) for _ in range(children)]
+        return sum(h.get_result() for h in handles)
+
+    def timed() -> float:
+        t0 = time.perf_counter()
+        if mode == "steps":
+            got = [h.get_result() for h in [DBOS.start_workflow(work, b) for _ in range(a)]]
+            assert got == [b * (b - 1) // 2] * a
+            count = a * b
+        elif mode == "children":
+            assert DBOS.start_workflow(parent, a).get_result() == 0
+            count = a
+        else:
+            assert queue is not None
+            got = [h.get_result() for h in [queue.enqueue(work, 1) for _ in range(a)]]
+            assert got == [0] * a
+            count = a
+        return count / (time.perf_counter() - t0)
+
     try:
         DBOS.launch()
         sysdb = dbos_core._dbos_global_instance._sys_db  # type: ignore[union-attr]
         with sysdb.engine.connect() as c:
-            mode = c.exec_driver_sql("PRAGMA journal_mode").scalar()
+            mode_ = c.exec_driver_sql("PRAGMA journal_mode").scalar()
             sync = c.exec_driver_sql("PRAGMA synchronous").scalar()
-        if (str(mode).lower(), int(sync)) != ("wal", 2):
-            print(json.dumps({"skip": f"SQLite pragmas did not take: journal_mode={mode}, synchronous={sync}"}))
+        if (str(mode_).lower(), int(sync)) != ("wal", 2):
+            print(json.dumps({"skip": f"SQLite pragmas did not take: journal_mode={mode_}, synchronous={sync}"}))
             return 0
-        # Warm-up, then timed runs.
-        for h in [DBOS.start_workflow(work, 2) for _ in range(4)]:
+        if mode == "queue":
+            queue = DBOS.register_queue("limited", global_concurrency=max(1, b), polling_interval_sec=0.01)
+        for h in [DBOS.start_workflow(work, 2) for _ in range(4)]:  # warm-up
             h.get_result()
-        samples = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            handles = [DBOS.start_workflow(work, n) for _ in range(workflows)]
-            got = [h.get_result() for h in handles]
-            dt = time.perf_counter() - t0
-            assert got == [n * (n - 1) // 2] * workflows
-            samples.append(workflows * n / dt)
+        samples = [timed() for _ in range(reps)]
     except Exception as exc:  # cannot run on SQLite here: say why
         print(json.dumps({"skip": f"DBOS failed on SQLite: {type(exc).__name__}: {exc}"}))
         return 0
@@ -417,24 +439,28 @@ def dbos_child(path: str, workflows: int, n: int, reps: int) -> int:
             pass
     from importlib import metadata
 
-    print(json.dumps({"samples": samples, "journal_mode": mode, "synchronous": sync,
+    print(json.dumps({"samples": samples, "journal_mode": mode_, "synchronous": sync,
                       "version": metadata.version("dbos"), "fs": _fstype(path)}))
     return 0
 
 
-def bench_dbos(quick: bool, reps: int) -> list[Result]:
-    workflows, n = DBOS_SHAPE[quick]
-    d = _fresh("dbos")
+def _dbos(mode: str, a: int, b: int, reps: int) -> dict[str, Any]:
+    """Run :func:`dbos_child` in a child process; its JSON answer (``{"skip": why}`` if it could not run)."""
+    d = _fresh(f"dbos-{mode}")
     os.makedirs(d)
-    reps = 1 if quick else reps
-    cmd = [sys.executable, os.path.abspath(__file__), "--dbos-child", d, str(workflows), str(n), str(reps)]
+    cmd = [sys.executable, os.path.abspath(__file__), "--dbos-child", d, mode, str(a), str(b), str(reps)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        got: dict[str, Any] = {"skip": f"the DBOS child exited {proc.returncode}: {tail}"}
-    else:
-        got = json.loads(lines[-1])
+        return {"skip": f"the DBOS child exited {proc.returncode}: {tail}"}
+    return json.loads(lines[-1])
+
+
+def bench_dbos(quick: bool, reps: int) -> list[Result]:
+    workflows, n = DBOS_SHAPE[quick]
+    reps = 1 if quick else reps
+    got = _dbos("steps", workflows, n, reps)
     if "skip" in got:
         print(f"[5] DBOS on SQLite: skipped: {got['skip']}", flush=True)
         return []
@@ -453,6 +479,94 @@ def bench_dbos(quick: bool, reps: int) -> list[Result]:
 
 
 # --------------------------------------------------------------------------
+# 6. A parent with 100 children; 7. admission through a limit of 4; 8. memory per parked run
+# --------------------------------------------------------------------------
+
+CHILDREN = (100, 100)
+LIMITED = (400, 80)  # runs through the limit of 4
+PARKED = (20_000, 2_000)
+
+
+@fusee.workflow("bench.leaf", version=1)
+def leaf(ctx: Any, x: int) -> int:
+    return ctx.step("s", lambda: x)
+
+
+@fusee.workflow("bench.parent", version=1)
+def parent(ctx: Any, n: int) -> int:
+    """Start ``n`` children (any shard), then collect their results in order."""
+    ids = [f"{ctx.workflow_id}/c{i}" for i in range(n)]
+    for cid in ids:
+        ctx.start_child(leaf, cid, 1)
+    return sum(ctx.child(leaf, cid, 1) for cid in ids)
+
+
+@fusee.workflow("bench.limited", version=1, concurrency=4)
+def limited(ctx: Any, x: int) -> int:
+    return ctx.step("s", lambda: x)
+
+
+def bench_children(quick: bool, reps: int) -> list[Result]:
+    n = CHILDREN[quick]
+    with fusee.Engine.open(_fresh("children"), workflows=[leaf, parent], shards=4) as engine:
+        engine.execute(parent, "warm-up", 10)
+        samples = []
+        for _ in range(reps):
+            with gc_paused():
+                t0 = time.perf_counter()
+                assert engine.execute(parent, f"parent-{next(_rep_ids)}", n) == n
+                samples.append(n / (time.perf_counter() - t0))
+        m = engine.metrics()
+    got = _dbos("children", n, 0, 1 if quick else reps)
+    peer = None if "skip" in got else max(got["samples"])
+    note = (
+        f"each child one step, on any of 4 shards; start_child returns once the child's Start is durable, "
+        f"then the parent awaits each result in turn; records per flush {m['records_per_flush']:.1f}; "
+        + (f"DBOS {got['version']}: a parent workflow calling start_workflow {n} times, then get_result"
+           if peer else f"DBOS skipped: {got['skip']}")
+    )
+    return [Result("children", "6", f"a parent with {n} children, on disk", n, "children/s", max(samples),
+                   "DBOS" if peer else None, peer, note=note, samples={"fusee": samples})]
+
+
+def bench_admission(quick: bool, reps: int) -> list[Result]:
+    n = LIMITED[quick]
+    with fusee.Engine.open(_fresh("limit"), workflows=[limited], shards=4) as engine:
+        samples = []
+        for _ in range(reps):
+            tag = next(_rep_ids)
+            with gc_paused():
+                t0 = time.perf_counter()
+                runs = [engine.start(limited, f"l{tag}-{i}", i) for i in range(n)]
+                assert [r.result(timeout=600) for r in runs] == list(range(n))
+                samples.append(n / (time.perf_counter() - t0))
+    got = _dbos("queue", n, 4, 1 if quick else reps)
+    peer = None if "skip" in got else max(got["samples"])
+    note = (
+        "each start goes through a slot run and the coordinator fusee.concurrency/bench.limited (signals both "
+        "ways, all journaled); one step per run; "
+        + (f"DBOS {got['version']}: a queue of global concurrency 4 polled every 10 ms" if peer
+           else f"DBOS skipped: {got['skip']}")
+    )
+    return [Result("admission", "7", f"{n} runs through a concurrency limit of 4, on disk", n, "runs/s",
+                   max(samples), "DBOS" if peer else None, peer, note=note, samples={"fusee": samples})]
+
+
+def bench_parked(quick: bool, reps: int) -> list[Result]:
+    from fusee.testing import parked_memory
+
+    n = PARKED[quick]
+    got = parked_memory(n, shards=4)
+    note = (
+        f"{got['runs_parked']:,} runs sleeping to one instant, all parked (metrics), then all woken: "
+        f"{got['finished']:,} finished; Python allocations traced with tracemalloc (which slows it ~2x): "
+        f"start {got['start_seconds']:.1f} s, park {got['park_seconds']:.1f} s, mass wake {got['wake_seconds']:.1f} s"
+    )
+    return [Result("parked", "8", "memory per parked run (a waiting run still loaded is the peer)", n, "B/run",
+                   got["bytes_per_parked_run"], "loaded run", got["bytes_per_loaded_run"], note=note)]
+
+
+# --------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------
 
@@ -462,18 +576,21 @@ MEASUREMENTS: dict[str, Callable[[bool, int], list[Result]]] = {
     "3": bench_concurrent,
     "4": bench_memory,
     "5": bench_dbos,
+    "6": bench_children,
+    "7": bench_admission,
+    "8": bench_parked,
 }
 
 
 def _add_arguments(ap: Any) -> None:
     ap.add_argument("--dir", default=None, help="base directory for the data directories (default: $TMPDIR)")
-    ap.add_argument("--dbos-child", nargs=4, metavar=("DIR", "WORKFLOWS", "STEPS", "REPS"), help=argparse.SUPPRESS)
+    ap.add_argument("--dbos-child", nargs=5, metavar=("DIR", "MODE", "A", "B", "REPS"), help=argparse.SUPPRESS)
 
 
 def _before(args: Any) -> int | None:
     if args.dbos_child:
-        d, w, n, reps = args.dbos_child
-        return dbos_child(d, int(w), int(n), int(reps))
+        d, mode, a, b, reps = args.dbos_child
+        return dbos_child(d, mode, int(a), int(b), int(reps))
     _state["dir"] = args.dir
     print(f"data directories under {_base()} ({_fstype(_base())})")
     return None

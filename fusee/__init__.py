@@ -16,6 +16,7 @@ from .errors import (
     AlreadyExists,
     Busy,
     Cancelled,
+    ChildFailed,
     Corrupt,
     DeterminismError,
     Error,
@@ -24,6 +25,7 @@ from .errors import (
     NotSerializable,
     StepFailed,
     Terminated,
+    TimedOut,
     UnknownWorkflow,
 )
 
@@ -52,5 +54,7 @@ __all__ = [
     "DeterminismError",
     "Corrupt",
     "NotSerializable",
+    "ChildFailed",
+    "TimedOut",
     "CODES",
 ]

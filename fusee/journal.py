@@ -223,12 +223,16 @@ class Journal:
         *,
         segment_size: int = DEFAULT_SEGMENT_SIZE,
         zero_fill: bool = True,
+        after: list[int] | None = None,
     ) -> "Journal":
         """Open (recovering) the journal at ``path`` with ``shards`` shards; ``None`` keeps it in memory.
 
         Raises :class:`fusee.errors.Corrupt` (naming the file and offset) for a
         damaged acknowledged record.  Starts a fresh segment per shard and, per
         shard, a dispatcher of one carrier (:meth:`home`) with the shard's flusher.
+        ``after[n]`` (default 0) is the LSN of shard ``n``'s checkpoint: its log
+        may begin at ``after[n] + 1`` (earlier segments deleted), and records at
+        or before it are not recovered (the checkpoint holds them).
         """
         j = cls(path, shards, segment_size, zero_fill)
         if path is None:
@@ -237,7 +241,7 @@ class Journal:
         for s in j._shards:
             s.dir = os.path.join(path, f"shard-{s.index}")
             os.makedirs(s.dir, exist_ok=True)
-            j._recover(s)
+            j._recover(s, after[s.index] if after else 0)
         for s in j._shards:
             j._new_segment(s, s.next_lsn, segment_size)
         _fsync_dir(path)
@@ -252,7 +256,7 @@ class Journal:
             _await_token(started, None)
         return j
 
-    def _recover(self, s: _Shard) -> None:
+    def _recover(self, s: _Shard, after: int = 0) -> None:
         assert s.dir is not None
         numbers = sorted(int(m.group(1)) for f in os.listdir(s.dir) if (m := _SEG_NAME.match(f)))
         scans: list[tuple[int, str, _seg.Scan]] = []
@@ -271,7 +275,7 @@ class Journal:
                     break  # let the checks below report the gap
             os.unlink(p)
             scans.pop()
-        next_lsn = 1
+        next_lsn = after + 1
         prev_path, prev_end = None, 0
         for n, p, sc in scans:
             h = sc.header
@@ -281,6 +285,8 @@ class Journal:
                 raise _corrupt(p, 0, f"segment belongs to shard {h.shard}, found in shard {s.index}")
             if h.number != n:
                 raise _corrupt(p, 0, f"segment header says number {h.number}")
+            if prev_path is None and h.base_lsn <= next_lsn:
+                next_lsn = h.base_lsn  # segments before a checkpoint not deleted (yet): skip their records
             if h.base_lsn > next_lsn and prev_path is not None:
                 raise _corrupt(
                     prev_path,
@@ -290,11 +296,12 @@ class Journal:
                 )
             if h.base_lsn != next_lsn:
                 raise _corrupt(p, 0, f"segment begins at lsn {h.base_lsn}, expected {next_lsn}")
-            s.recovered.extend((fr.lsn, fr.body) for fr in sc.frames)
+            s.recovered.extend((fr.lsn, fr.body) for fr in sc.frames if fr.lsn > after)
             if sc.frames:
                 s.places.append((h.base_lsn, p, [fr.offset for fr in sc.frames]))
             next_lsn = h.base_lsn + len(sc.frames)
             prev_path, prev_end = p, sc.end
+        next_lsn = max(next_lsn, after + 1)
         s.next_lsn = next_lsn
         s.durable_lsn = next_lsn - 1
         s.seg_number = scans[-1][0] if scans else 0  # a deleted trailing segment's number is reused
@@ -388,6 +395,51 @@ class Journal:
             else:
                 e.send(s.pid, _KICK)
         return lsn
+
+    def last_lsn(self, shard: int) -> int:
+        """The LSN of the last record appended to ``shard`` (0 before any)."""
+        return self._shard(shard).next_lsn - 1
+
+    def delete_before(self, shard: int, lsn: int) -> int:
+        """Delete ``shard``'s oldest segments whose every record is at or before ``lsn`` (a checkpoint
+        holds them); never the segment an open journal writes to.  Returns how many went.
+
+        Deletes in number order and stops at the first segment it keeps, so the
+        log left is contiguous; a kept segment's records up to ``lsn`` are
+        skipped at the next open (``Journal.open(after=...)``).
+        """
+        s = self._shard(shard)
+        if s.dir is None:
+            return 0
+        numbers = sorted(int(m.group(1)) for f in os.listdir(s.dir) if (m := _SEG_NAME.match(f)))
+        bases: list[tuple[int, str, int | None]] = []
+        for n in numbers:
+            p = os.path.join(s.dir, f"{n}.seg")
+            with open(p, "rb") as f:
+                head = f.read(_seg.HEADER_SIZE)
+            try:
+                base = _seg.decode_header(head, p).base_lsn
+            except Exception:
+                base = None
+            bases.append((n, p, base))
+        gone = 0
+        for i, (n, p, base) in enumerate(bases):
+            if not self.closed and p == s.seg_path:
+                break
+            if i + 1 < len(bases):
+                nxt = bases[i + 1][2]
+                if nxt is None or nxt - 1 > lsn:
+                    break
+            else:  # the last segment: scan it for its last record
+                with open(p, "rb") as f:
+                    sc = _seg.scan(f.read(), p)
+                if sc.frames and sc.frames[-1].lsn > lsn:
+                    break
+            os.unlink(p)
+            gone += 1
+        if gone:
+            _fsync_dir(s.dir)
+        return gone
 
     def durable_lsn(self, shard: int) -> int:
         """The highest LSN of ``shard`` known to be on disk (0 before any)."""
@@ -498,6 +550,37 @@ class Journal:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    def abandon(self) -> None:
+        """Emulate a crash (for :mod:`fusee.testing`): drop every record not yet durable, kill the
+        flushers and close the files without flushing.  Idempotent; the journal is closed afterwards.
+
+        The caller first stops every other process that appends to or flushes this journal (the
+        processes on the shards' carriers): a flush already in flight may still complete.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        if self.path is None:
+            return
+        for s in self._shards:
+            with s.lock:
+                s.closing = True
+                s.idle = False
+                s.pending = []
+        flushers = [s.pid for s in self._shards if s.pid is not None]
+        for pid in flushers:
+            e.exit(pid, "kill")
+        try:
+            for pid in flushers:
+                e.exit_reason(pid)
+        finally:
+            for s in self._shards:
+                if s.fd >= 0:
+                    os.close(s.fd)
+                    s.fd = -1
+            for name in self._dispatchers:
+                _dispatcher.shutdown(name)
 
 
 # ---------------------------------------------------------------------- the flusher

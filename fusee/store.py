@@ -1,0 +1,153 @@
+"""Checkpoint files: a shard's run table at one LSN, so an open replays nothing from the log before it.
+
+A clean :meth:`fusee.Engine.shutdown` writes, per shard, two copies
+(``shard-<n>/checkpoint-1.ckpt`` and ``checkpoint-2.ckpt``: one damaged copy
+loses nothing) of the same content, then deletes the log segments wholly at or
+before the checkpoint's LSN (:meth:`fusee.journal.Journal.delete_before`).
+Format (little-endian; nothing is ever unpickled)::
+
+    header  = magic "FUSEECKP" version:u32 shard:u32 lsn:u64 next_run:u64 count:u64 crc:u32
+              (crc = CRC32C of the 40 bytes before it)
+    frames  = count frames of fusee.segment: len:u32 crc:u32 lsn:u64 batch:u32 body[len]
+              (body: a record's canonical encoding, at the LSN it was journaled; batch: the frame's index)
+    trailer = "FUSEEEND" crc:u32        (CRC32C of every byte before the trailer)
+
+The frames hold every unfinished run's records and, for each finished run
+still retained, its ``Start`` and ``Done``.  :func:`read` checks everything;
+:func:`load` takes the valid copy with the highest LSN and raises
+:class:`fusee.errors.Corrupt` only when copies exist and none is valid.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import NamedTuple
+
+from . import segment as _seg
+from .crc32c import crc32c
+
+__all__ = ["Checkpoint", "encode", "decode", "write", "load", "NAMES"]
+
+MAGIC = b"FUSEECKP"
+END = b"FUSEEEND"
+VERSION = 1
+NAMES = ("checkpoint-1.ckpt", "checkpoint-2.ckpt")
+_HEAD = struct.Struct("<8sIIQQQ")
+_CRC = struct.Struct("<I")
+_FRAME = struct.Struct("<IIQI")
+
+
+class Checkpoint(NamedTuple):
+    """A shard's checkpoint: the ``lsn`` it was taken at, the next run number, the ``(lsn, body)`` records."""
+
+    shard: int
+    lsn: int
+    next_run: int
+    records: list[tuple[int, bytes]]
+
+
+def encode(cp: Checkpoint) -> bytes:
+    """The file bytes of ``cp`` (pure)."""
+    head = _HEAD.pack(MAGIC, VERSION, cp.shard, cp.lsn, cp.next_run, len(cp.records))
+    out = bytearray(head)
+    out += _CRC.pack(crc32c(head))
+    for i, (lsn, body) in enumerate(cp.records):
+        out += _seg.encode_frame(lsn, i & 0xFFFFFFFF, body)
+    out += END
+    out += _CRC.pack(crc32c(bytes(out[: len(out) - len(END)])))
+    return bytes(out)
+
+
+def decode(data: bytes) -> Checkpoint:
+    """The checkpoint in ``data``; ``ValueError`` saying what is wrong for any damage (pure)."""
+    n = len(data)
+    if n < _HEAD.size + _CRC.size + len(END) + _CRC.size:
+        raise ValueError(f"a checkpoint of {n} bytes is too short")
+    magic, version, shard, lsn, next_run, count = _HEAD.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise ValueError(f"bad checkpoint magic {magic!r}")
+    if _CRC.unpack_from(data, _HEAD.size)[0] != crc32c(data[: _HEAD.size]):
+        raise ValueError("checkpoint header checksum mismatch")
+    if version != VERSION:
+        raise ValueError(f"unsupported checkpoint version {version}")
+    tail = n - len(END) - _CRC.size
+    if data[tail : tail + len(END)] != END or _CRC.unpack_from(data, tail + len(END))[0] != crc32c(data[:tail]):
+        raise ValueError("checkpoint checksum mismatch (damaged or incomplete)")
+    off = _HEAD.size + _CRC.size
+    records: list[tuple[int, bytes]] = []
+    prev = 0
+    for i in range(count):
+        if off + _FRAME.size > tail:
+            raise ValueError(f"checkpoint ends before its record {i} of {count}")
+        ln, crc, rlsn, batch = _FRAME.unpack_from(data, off)
+        end = off + _FRAME.size + ln
+        body = data[off + _FRAME.size : end]
+        if end > tail or crc != crc32c(body, crc32c(data[off + 8 : off + _FRAME.size])):
+            raise ValueError(f"checkpoint record {i} is damaged")
+        if batch != i & 0xFFFFFFFF or rlsn <= prev or rlsn > lsn:
+            raise ValueError(f"checkpoint record {i} is out of order (lsn {rlsn})")
+        records.append((rlsn, bytes(body)))
+        prev = rlsn
+        off = end
+    if off != tail:
+        raise ValueError("checkpoint has bytes after its last record")
+    return Checkpoint(shard, lsn, next_run, records)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write(directory: str, cp: Checkpoint) -> None:
+    """Write both copies of ``cp`` into ``directory``, each atomically (temp file, fsync, rename, fsync dir)."""
+    data = encode(cp)
+    for name in NAMES:
+        final = os.path.join(directory, name)
+        tmp = final + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+        _fsync_dir(directory)
+
+
+def load(directory: str, shard: int) -> Checkpoint | None:
+    """The newest valid checkpoint copy in ``directory`` (None if there is none at all).
+
+    A damaged copy falls back to the other; if copies exist but none is valid,
+    :class:`fusee.errors.Corrupt` names the first and what is wrong with it.
+    """
+    from .errors import Corrupt
+
+    found: list[Checkpoint] = []
+    bad: list[tuple[str, str]] = []
+    for name in NAMES:
+        p = os.path.join(directory, name)
+        try:
+            with open(p, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            continue
+        try:
+            cp = decode(data)
+            if cp.shard != shard:
+                raise ValueError(f"checkpoint belongs to shard {cp.shard}")
+        except ValueError as exc:
+            bad.append((p, str(exc)))
+            continue
+        found.append(cp)
+    if found:
+        return max(found, key=lambda c: c.lsn)
+    if bad:
+        raise Corrupt(bad[0][0], 0, "every checkpoint copy is damaged: " + "; ".join(w for _, w in bad))
+    return None

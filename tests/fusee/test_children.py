@@ -1,0 +1,177 @@
+"""fusee composition (issue 7): child workflows, signals between runs, continue-as-new, run timeouts."""
+
+from __future__ import annotations
+
+import pytest
+
+import ensemble as e
+import fusee
+from ensemble import NOMATCH, TIMEOUT
+from fusee import records as r
+
+SEG = 1 << 20
+PROBE: dict[str, object] = {}
+
+
+def tell(what):
+    e.send(PROBE["pid"], ("probe", what))
+
+
+def await_probe(what, timeout=5.0):
+    got = e.receive(lambda m: m if m == ("probe", what) else NOMATCH, timeout=timeout)
+    assert got is not TIMEOUT, f"no probe {what!r}"
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    e.flush()
+    PROBE["pid"] = e.self()
+    yield
+    e.flush()
+
+
+@pytest.fixture(params=["memory", "disk"])
+def opener(request, tmp_path):
+    opened = []
+    path = None if request.param == "memory" else str(tmp_path / "data")
+
+    def open_(workflows, shards=3, **opts):
+        eng = fusee.Engine.open(path, workflows=workflows, shards=shards, segment_size=SEG, **opts)
+        opened.append(eng)
+        return eng
+
+    yield open_
+    for eng in opened:
+        eng.shutdown()
+
+
+@fusee.workflow("double")
+def double(ctx, n):
+    return ctx.step("x2", lambda: n * 2)
+
+
+@fusee.workflow("boom")
+def boom(ctx, _):
+    ctx.step("fail", lambda: 1 / 0)
+
+
+@fusee.workflow("waiter")
+def waiter(ctx, _):
+    tell("waiting")
+    return ctx.wait_for("go")
+
+
+@fusee.workflow("parent")
+def parent(ctx, n):
+    a = ctx.child(double, f"c-{ctx.workflow_id}-a", n)
+    b = ctx.child("double", f"c-{ctx.workflow_id}-b", a)
+    return [a, b]
+
+
+@fusee.workflow("parent_of_boom")
+def parent_of_boom(ctx, _):
+    try:
+        ctx.child(boom, "c-boom", None)
+    except fusee.ChildFailed as exc:
+        return [exc.id, exc.status, exc.failure["type"]]
+
+
+@fusee.workflow("parent_of_waiter")
+def parent_of_waiter(ctx, how):
+    ctx.start_child(waiter, "c-wait", None, parent_close=how)
+    return "started"
+
+
+@fusee.workflow("sender")
+def sender(ctx, target):
+    ctx.signal_workflow(target, "go", "from-sender")
+    return "sent"
+
+
+@fusee.workflow("counter")
+def counter(ctx, n):
+    if n < 5:
+        ctx.continue_as_new(n + 1)
+    return n
+
+
+@fusee.workflow("slow")
+def slow(ctx, _):
+    ctx.sleep("long", 3600)
+    return "woke"
+
+
+@fusee.workflow("parent_of_slow")
+def parent_of_slow(ctx, _):
+    try:
+        ctx.child(slow, "c-slow", None, timeout=0.05)
+    except fusee.ChildFailed as exc:
+        return exc.status
+
+
+def kinds(engine, id):
+    return [r.kind_of(rec) for _, rec in engine.describe(id)["journal"]]
+
+
+def test_child_results_are_recorded_at_fixed_positions(opener):
+    eng = opener([double, parent])
+    assert [6, 12] == eng.execute(parent, "p", 3, timeout=10)
+    assert ["start", "child", "childdone", "child", "childdone", "done"] == kinds(eng, "p")
+    start = eng.describe("c-p-a")["journal"][0][1]
+    assert (start.parent["id"], start.parent["seq"]) == ("p", 0)
+
+
+def test_a_failing_child_raises_child_failed_in_the_parent(opener):
+    eng = opener([boom, parent_of_boom])
+    assert ["c-boom", "failed", "StepFailed"] == eng.execute(parent_of_boom, "pb", timeout=10)
+
+
+@pytest.mark.parametrize(("how", "status"), [("terminate", "terminated"), ("request_cancel", "cancelled"), ("abandon", "running")])
+def test_parent_close_decides_what_the_parents_end_does_to_a_running_child(opener, how, status):
+    eng = opener([waiter, parent_of_waiter])
+    assert "started" == eng.execute(parent_of_waiter, "pw", how, timeout=10)
+    await_probe("waiting")
+    if status == "running":
+        assert "running" == eng.describe("c-wait")["status"]
+        eng.signal("c-wait", "go", 1)
+        assert 1 == eng.result("c-wait", timeout=10)
+    else:
+        with pytest.raises((fusee.Terminated, fusee.Cancelled)):
+            eng.result("c-wait", timeout=10)
+        assert status == eng.describe("c-wait")["status"]
+
+
+def test_signal_workflow_is_recorded_and_delivered_once(opener):
+    eng = opener([waiter, sender])
+    eng.start(waiter, "w")
+    await_probe("waiting")
+    assert "sent" == eng.execute(sender, "s", "w", timeout=10)
+    assert "from-sender" == eng.result("w", timeout=10)
+    assert "send" in kinds(eng, "s")
+    sig = [rec for _, rec in eng.describe("w")["journal"] if type(rec) is r.Signal]
+    assert [s.dedup for s in sig] == ["fusee.send/s/%d/0" % eng.describe("s")["run"]]
+
+
+def test_continue_as_new_follows_to_the_last_run(opener):
+    eng = opener([counter])
+    run = eng.start(counter, "k", 0)
+    assert 5 == run.result(timeout=10)
+    assert 5 == eng.result("k", timeout=10)
+    d = eng.describe("k")
+    assert (d["status"], d["input"]) == ("completed", 5)
+    assert d["journal"][0][1].origin is not None
+    assert 5 == eng.execute(counter, "k2", 0, timeout=10)
+
+
+def test_a_run_past_its_timeout_ends_timed_out(opener):
+    eng = opener([slow])
+    run = eng.start(slow, "t", timeout=0.05)
+    with pytest.raises(fusee.TimedOut):
+        run.result(timeout=10)
+    assert "timed_out" == eng.describe("t")["status"]
+    assert eng.describe("t")["journal"][0][1].deadline is not None
+
+
+def test_a_timed_out_child_raises_child_failed(opener):
+    eng = opener([slow, parent_of_slow])
+    assert "timed_out" == eng.execute(parent_of_slow, "ps", timeout=10)

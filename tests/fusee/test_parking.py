@@ -1,0 +1,314 @@
+"""Parking, checkpoints and retention (issue 7): the pure decisions' laws, then the engine."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ensemble as e
+import fusee
+from fusee import parking as pk
+from fusee import store
+from fusee.engine import Clock
+from fusee.errors import Cancelled, Corrupt, NotFound, Terminated
+from fusee.testing import parked_memory, wait_until
+
+SEG = 1 << 20
+COUNTS: dict[str, int] = {}
+
+
+class Manual(Clock):
+    """Time moves only when the test sets ``t``; a paused run wakes only for a message (or a parking)."""
+
+    def __init__(self, t: float = 1_000_000.0) -> None:
+        self.t = t
+
+    def now(self) -> float:
+        return self.t
+
+    def pause(self, at: float | None) -> None:
+        e.receive(lambda m: m if m == "fusee_wake" else e.NOMATCH)
+
+
+def count(name: str) -> int:
+    COUNTS[name] = COUNTS.get(name, 0) + 1
+    return COUNTS[name]
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    COUNTS.clear()
+    yield
+
+
+@fusee.workflow("park.waiter")
+def waiter(ctx, input):
+    a = ctx.step("before", lambda: count("before"))
+    ctx.on_query("a", lambda _: a)
+    got = ctx.wait_for("go")
+    return [a, got]
+
+
+@fusee.workflow("park.sleeper")
+def sleeper(ctx, at):
+    ctx.step("before", lambda: count("sleeper"))
+    ctx.sleep_until("instant", at)
+    return "woke"
+
+
+@fusee.workflow("park.quick")
+def quick(ctx, input):
+    return ctx.step("s", lambda: input * 2)
+
+
+WFS = [waiter, sleeper, quick]
+
+
+def parked(engine) -> int:
+    return engine.metrics()["runs_parked"]
+
+
+# -- laws of the pure decisions ---------------------------------------------------------------
+
+waitings = st.lists(
+    st.tuples(st.floats(0, 1000, allow_nan=False), st.integers(0, 10_000)), max_size=30
+).map(lambda xs: [pk.Waiting(i, s, b) for i, (s, b) in enumerate(xs)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    waitings,
+    st.floats(0, 2000, allow_nan=False),
+    st.one_of(st.none(), st.floats(0, 500, allow_nan=False)),
+    st.one_of(st.none(), st.integers(0, 100_000)),
+    st.integers(0, 200_000),
+)
+def test_to_park_laws(ws, now, park_after, budget, extra):
+    loaded = sum(w.nbytes for w in ws) + extra
+    out = pk.to_park(now, park_after, budget, loaded, ws)
+    by = {w.key: w for w in ws}
+    assert len(out) == len(set(out)) and set(out) <= set(by)
+    if park_after is not None:  # every run over park_after is parked
+        assert {w.key for w in ws if w.since + park_after <= now} <= set(out)
+    if budget is None and park_after is None:
+        assert out == []
+    left = [w for w in ws if w.key not in set(out)]
+    freed = sum(by[k].nbytes for k in out)
+    if budget is not None:
+        if left:  # the budget holds, or nothing waiting is left loaded
+            assert loaded - freed <= budget or not left
+        for_budget = [by[k] for k in out if park_after is None or by[k].since + park_after > now]
+        for w in left:  # a run left loaded waited no longer than any parked for the budget
+            assert all(w.since >= p.since for p in for_budget)
+    else:
+        assert all(park_after is not None and by[k].since + park_after <= now for k in out)
+
+
+@given(waitings, st.one_of(st.none(), st.floats(0, 100, allow_nan=False)))
+def test_next_check_is_the_earliest_due(ws, park_after):
+    got = pk.next_check(park_after, ws)
+    if park_after is None or not ws:
+        assert got is None
+    else:
+        assert got == min(w.since for w in ws) + park_after
+        assert pk.to_park(got, park_after, None, 0, ws) != []
+
+
+@given(st.one_of(st.none(), st.floats(0, 1e6)), st.floats(0, 1e6), st.one_of(st.none(), st.floats(0, 1e6)))
+def test_expired_only_when_finished_and_retention_ended(finished, now, retention):
+    got = pk.expired(finished, now, retention)
+    assert got == (finished is not None and retention is not None and now - finished >= retention)
+
+
+records = st.lists(st.binary(max_size=40), max_size=20).map(
+    lambda bodies: [(i * 3 + 1, b) for i, b in enumerate(bodies)]
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(records, st.integers(0, 2**40), st.data())
+def test_checkpoint_roundtrips_and_any_damage_is_refused(recs, next_run, data):
+    lsn = (recs[-1][0] if recs else 0) + data.draw(st.integers(0, 5))
+    cp = store.Checkpoint(2, lsn, next_run, recs)
+    raw = store.encode(cp)
+    assert store.decode(raw) == cp
+    i = data.draw(st.integers(0, len(raw) - 1))
+    bad = bytearray(raw)
+    bad[i] ^= 1 << data.draw(st.integers(0, 7))
+    with pytest.raises(ValueError):
+        store.decode(bytes(bad))
+    with pytest.raises(ValueError):
+        store.decode(raw[: data.draw(st.integers(0, len(raw) - 1))])
+
+
+# -- parking in the engine ---------------------------------------------------------------------
+
+
+def test_a_waiting_run_is_parked_and_a_signal_loads_it_again():
+    with fusee.Engine.open(None, WFS, shards=2, park_after=0) as eng:
+        eng.start(waiter, "w", None)
+        wait_until(lambda: parked(eng) == 1, 10, "parked")
+        m = eng.metrics()
+        assert m["runs_loaded"] == 0 and m["parks"] == 1
+        assert eng.describe("w")["parked"] is True
+        assert eng.query("w", "a") == 1  # a parked run answers from the handlers it registered
+        assert eng.signal("w", "go", "hi")
+        assert eng.result("w", timeout=10) == [1, "hi"]
+        assert COUNTS["before"] == 1  # the reload replayed the step: its body did not run again
+        assert eng.metrics()["loads"] >= 1
+
+
+def test_a_parked_runs_timer_still_fires():
+    clock = Manual()
+    with fusee.Engine.open(None, WFS, shards=1, park_after=0, clock=clock) as eng:
+        eng.start(sleeper, "s", clock.t + 60)
+        wait_until(lambda: parked(eng) == 1, 10, "parked")
+        clock.t += 60
+        eng._park_now(False)  # the tick the server's timer sends, now rather than in 60 s real time
+        assert eng.result("s", timeout=10) == "woke"
+        assert COUNTS["sleeper"] == 1
+
+
+def test_the_server_timer_wakes_a_parked_sleeper_in_real_time():
+    import time
+
+    with fusee.Engine.open(None, WFS, shards=1, park_after=0) as eng:
+        eng.start(sleeper, "s", time.time() + 0.3)
+        wait_until(lambda: eng.metrics()["parks"] == 1, 10, "parked")
+        assert eng.result("s", timeout=10) == "woke"
+
+
+def test_cancel_and_terminate_reach_parked_runs():
+    with fusee.Engine.open(None, WFS, shards=1, park_after=0) as eng:
+        eng.start(waiter, "c", None)
+        eng.start(waiter, "t", None)
+        wait_until(lambda: parked(eng) == 2, 10, "parked")
+        assert eng.cancel("c", "stop")
+        with pytest.raises(Cancelled):
+            eng.result("c", timeout=10)
+        assert eng.terminate("t", "end")
+        with pytest.raises(Terminated):
+            eng.result("t", timeout=10)
+        assert parked(eng) == 0
+
+
+def test_a_memory_budget_parks_the_longest_waiting_first():
+    clock = Manual(1000.0)
+    per_run = pk.run_bytes(3)  # Start, Step, Wait
+    with fusee.Engine.open(None, WFS, shards=1, park_after=None, memory_budget=int(per_run * 2.5), clock=clock) as eng:
+        for i in range(5):
+            clock.t = 1000.0 + i
+            eng.start(waiter, f"b{i}", None)
+            wait_until(lambda: eng.metrics()["runs_waiting"] + parked(eng) == i + 1, 10, "waiting")
+        wait_until(lambda: parked(eng) == 3, 10, "three parked")
+        assert [eng.describe(f"b{i}")["parked"] for i in range(5)] == [True, True, True, False, False]
+        for i in range(5):
+            eng.signal(f"b{i}", "go", i)
+        assert [eng.result(f"b{i}", timeout=10) for i in range(5)] == [[i + 1, i] for i in range(5)]
+
+
+def test_many_runs_sleeping_to_one_instant_are_parked_and_all_finish_after_a_mass_wake():
+    """20,000 runs sleeping to one instant are all parked, and all finish after the mass wake."""
+    got = parked_memory(20_000, shards=4, trace_memory=False)
+    assert (got["runs_parked"], got["finished"]) == (20_000, 20_000)
+
+
+def test_a_parked_run_takes_less_memory_than_a_loaded_one():
+    """Traced allocations per run: parking frees most of what a waiting run holds (bench/fusee.py reports it)."""
+    got = parked_memory(1_000, shards=2)
+    assert (got["runs_parked"], got["finished"]) == (1_000, 1_000)
+    assert 0 < got["bytes_per_parked_run"] < got["bytes_per_loaded_run"] / 2
+
+
+# -- checkpoints -------------------------------------------------------------------------------
+
+
+def _segs(path):
+    return sorted(f for d in os.listdir(path) if d.startswith("shard-") for f in os.listdir(os.path.join(path, d)) if f.endswith(".seg"))
+
+
+def test_shutdown_checkpoints_so_the_next_open_replays_nothing(tmp_path):
+    path = str(tmp_path / "j")
+    with fusee.Engine.open(path, WFS, shards=2, segment_size=SEG) as eng:
+        eng.start(waiter, "w", None)
+        assert eng.execute(quick, "q", 21, timeout=10) == 42
+        wait_until(lambda: eng.metrics()["runs_waiting"] == 1, 10, "waiting")
+    assert _segs(path) == []  # every segment lay wholly before the checkpoints
+    for shard in range(2):
+        names = sorted(os.listdir(os.path.join(path, f"shard-{shard}")))
+        assert names == list(store.NAMES)
+    with fusee.Engine.open(path, WFS, shards=2, segment_size=SEG) as eng:
+        m = eng.metrics()
+        assert m["recovered_log_records"] == 0 and m["recovered_checkpoint_records"] > 0
+        assert eng.result("q", timeout=10) == 42
+        assert eng.signal("w", "go", "again")
+        assert eng.result("w", timeout=10) == [1, "again"]
+        eng.start(quick, "q2", 1)
+    with fusee.Engine.open(path, WFS, shards=2, segment_size=SEG) as eng:  # a second generation
+        assert eng.metrics()["recovered_log_records"] == 0
+        assert [eng.result(x, timeout=10) for x in ("q", "q2", "w")] == [42, 2, [1, "again"]]
+    assert COUNTS["before"] == 1
+
+
+def test_a_log_after_the_checkpoint_is_replayed_from_there(tmp_path):
+    path = str(tmp_path / "j")
+    with fusee.Engine.open(path, WFS, shards=1, segment_size=SEG) as eng:
+        eng.start(waiter, "w", None)
+        wait_until(lambda: eng.metrics()["runs_waiting"] == 1, 10, "waiting")
+    eng = fusee.Engine.open(path, WFS, shards=1, segment_size=SEG, checkpoint_on_shutdown=False)
+    eng.signal("w", "go", "x")
+    assert eng.result("w", timeout=10) == [1, "x"]
+    eng.shutdown()  # no checkpoint: the log now continues after the first one
+    with fusee.Engine.open(path, WFS, shards=1, segment_size=SEG) as eng:
+        m = eng.metrics()
+        assert m["recovered_log_records"] > 0 and m["recovered_checkpoint_records"] > 0
+        assert eng.result("w", timeout=10) == [1, "x"]
+
+
+def test_a_damaged_checkpoint_copy_falls_back_and_two_are_corrupt(tmp_path):
+    path = str(tmp_path / "j")
+    with fusee.Engine.open(path, WFS, shards=1, segment_size=SEG) as eng:
+        eng.execute(quick, "q", 5, timeout=10)
+    d = os.path.join(path, "shard-0")
+
+    def damage(name):
+        p = os.path.join(d, name)
+        with open(p, "r+b") as f:
+            f.seek(60)
+            b = f.read(1)
+            f.seek(60)
+            f.write(bytes([b[0] ^ 0xFF]))
+
+    damage(store.NAMES[0])
+    with fusee.Engine.open(path, WFS, shards=1, segment_size=SEG, checkpoint_on_shutdown=False) as eng:
+        assert eng.result("q", timeout=10) == 10
+    damage(store.NAMES[1])
+    with pytest.raises(Corrupt):
+        fusee.Engine.open(path, WFS, shards=1, segment_size=SEG)
+
+
+# -- retention ---------------------------------------------------------------------------------
+
+
+def test_retention_forgets_finished_runs(tmp_path):
+    clock = Manual(5000.0)
+    path = str(tmp_path / "j")
+    with fusee.Engine.open(path, WFS, shards=1, segment_size=SEG, retention=10, clock=clock) as eng:
+        assert eng.execute(quick, "old", 1, timeout=10) == 2
+        clock.t += 5
+        assert eng.result("old", timeout=10) == 2
+        assert eng.execute(quick, "new", 2, timeout=10) == 4
+        clock.t += 6
+        with pytest.raises(NotFound):
+            eng.result("old")
+        assert eng.result("new", timeout=10) == 4
+    clock.t += 10
+    with fusee.Engine.open(path, WFS, shards=1, segment_size=SEG, retention=10, clock=clock) as eng:
+        with pytest.raises(NotFound):
+            eng.result("new")
+    with fusee.Engine.open(path, WFS, shards=1, segment_size=SEG, clock=clock) as eng:
+        with pytest.raises(NotFound):  # the checkpoint no longer holds it
+            eng.result("old")
