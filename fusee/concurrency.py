@@ -317,6 +317,6 @@ def coordinator(ctx: Any, state: Any) -> Any:
 
 def workflows() -> list[Any]:
     """The built-in ``fusee.queued`` and ``fusee.concurrency`` workflow types (every engine has them)."""
-    from .engine import Workflow
+    from .workflow import Workflow
 
     return [Workflow(SLOT_TYPE, 1, slot), Workflow(COORDINATOR_TYPE, 1, coordinator)]

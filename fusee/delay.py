@@ -60,7 +60,7 @@ def delayed(ctx: Any, d: dict[str, Any]) -> Any:
 
 def workflows() -> list[Any]:
     """The built-in ``fusee.delay`` workflow type (every engine has it)."""
-    from .engine import Workflow
+    from .workflow import Workflow
 
     return [Workflow(DELAY_TYPE, 1, delayed)]
 

@@ -15,7 +15,7 @@ parked run" is :func:`fusee.testing.parked_memory`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Hashable, Iterable
+from typing import Hashable, Iterable
 
 __all__ = [
     "Waiting",

@@ -31,7 +31,8 @@ from ensemble import NOMATCH, TIMEOUT
 from gevent import monkey as _monkey
 
 from . import records as _r
-from .engine import Clock, Engine, IdPolicy, Run, Workflow, _takes_step_context
+from .engine import Clock, Engine, IdPolicy, Run, Workflow
+from .run import _takes_step_context
 
 __all__ = ["VirtualClock", "TestEngine", "CrashReport", "Trial", "crash_everywhere", "wait_until", "parked_memory"]
 

@@ -21,7 +21,8 @@ import ensemble as e
 import fusee
 from ensemble import NOMATCH, TIMEOUT
 from fusee import delay as d
-from fusee.engine import Clock, _wake
+from fusee.engine import Clock
+from fusee.workflow import _wake
 
 from .test_concurrency import CHILD, REPO, read_lines_until
 

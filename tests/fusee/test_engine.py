@@ -9,6 +9,7 @@ import pytest
 
 import ensemble as e
 import fusee
+import fusee.run
 from ensemble import NOMATCH, TIMEOUT
 from fusee import records as r
 
@@ -754,7 +755,7 @@ def test_a_bug_escaping_the_engine_fails_the_run_in_memory(opener, monkeypatch):
     def broken(exc):
         raise RuntimeError("a bug in the engine")
 
-    monkeypatch.setattr(fusee.engine, "failure_of", broken)
+    monkeypatch.setattr(fusee.run, "failure_of", broken)
     engine = opener([raises])
     run = engine.start(raises, "bug")
     await_probe("raising")

@@ -1,0 +1,669 @@
+"""A run: its in-memory state (:class:`_RunState`), the :class:`Ctx` its workflow
+code gets, and the run process (:func:`_run_main`).
+
+Every record of a run is appended to its shard's journal and fed, at once, to
+the run's :class:`fusee.replay.Machine`; appending never waits for the disk.
+A step body with effects waits until the journal is durable through the run's
+gate (``Machine.gate()``); a ``read_only`` step does not."""
+
+from __future__ import annotations
+
+import inspect
+import random as _random
+import uuid as _uuid
+from typing import TYPE_CHECKING, Any, Callable
+
+import ensemble as _e
+from ensemble import TIMEOUT
+
+from . import durations as _durations
+from . import records as r
+from .errors import (
+    Cancelled,
+    DeterminismError,
+    Error,
+    Failed,
+    NotFound,
+    NotSerializable,
+    StepFailed,
+    Terminated,
+    TimedOut,
+    failure_of,
+)
+from .replay import CHILD, SEND, SLEEP, STEP, VALUE, WAIT, Machine, Replay, send_dedup
+from .workflow import _NO_RETRY, Retry, Workflow, _signal_name, _wake, shard_of
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+_DONE = "fusee_done"
+RUNNING = "running"
+STATUSES = ("running", "completed", "failed", "cancelled", "terminated", "continued", "timed_out")
+_CHILD_DONE = "fusee_child_done"  # (tag, parent id, parent run, seq, status, payload): to the parent's shard server
+_PARENT_CLOSED = "fusee_parent_closed"  # (tag, child id, parent ref, action): to the child's shard server
+
+
+# -- a run ---------------------------------------------------------------------------------
+
+
+class _RunState:
+    """One run: identity, machine, status and outcome; shared by its shard server and its process."""
+
+    __slots__ = (
+        "engine",
+        "shard",
+        "id",
+        "run",
+        "wtype",
+        "version",
+        "wf",
+        "input",
+        "machine",
+        "status",
+        "pid",
+        "waiters",
+        "done_lsn",
+        "outcome",
+        "queries",
+        "started",
+        "finished",
+        "start_lsn",
+        "determinism",
+        "deadline",
+        "parent",
+        "parents",
+        "waiting_since",
+        "wake_at",
+        "parking",
+        "parked",
+        "wake_pending",
+    )
+
+    def __init__(self, engine: "Engine", shard: int, start: r.Start, machine: Machine, wf: Workflow | None) -> None:
+        self.engine = engine
+        self.shard = shard
+        self.id = start.id
+        self.run = start.run
+        self.wtype = start.wtype
+        self.version = start.version
+        self.wf = wf
+        self.input = start.input
+        self.machine = machine
+        self.status = RUNNING
+        self.pid: Any = None
+        self.waiters: list[Any] = []
+        self.done_lsn = 0
+        self.outcome: tuple[str, Any] | None = None
+        self.queries: dict[str, Callable[[Any], Any]] = {}
+        self.started = start.started
+        self.finished: float | None = None
+        self.start_lsn = 0
+        self.determinism: DeterminismError | None = None
+        self.deadline: float | None = start.deadline  # when the run times out (None: never)
+        self.parent: Any = start.parent  # the recorded parent ref (ctx.child), or None
+        # parent refs told when the run ends: the recorded one (if it waits) and those attached since
+        self.parents: list[Any] = [start.parent] if start.parent and start.parent.get("wait") else []
+        # parking (fusee.parking): waiting since (engine clock) and until (None: no deadline), while paused;
+        # ``parking``: its process was told to end; ``parked``: it has, its records stay in ``machine.history``;
+        # ``wake_pending``: something woke it while it was parking (load it again at once)
+        self.waiting_since: float | None = None
+        self.wake_at: float | None = None
+        self.parking = False
+        self.parked = False
+        self.wake_pending = False
+
+    def append(self, rec: Any) -> int:
+        """Journal ``rec`` (encoding first: ``NotSerializable`` records nothing) and feed it to the machine."""
+        if self.status != RUNNING:
+            raise Terminated(f"run {self.run} of {self.id!r} has ended ({self.status})")
+        body = r.encode_record(rec)
+        lsn = self.engine._journal.append(self.shard, body)
+        self.machine.record(rec, lsn)
+        return lsn
+
+    def finish(self, status: str, payload: Any, outcome: tuple[str, Any]) -> int:
+        """Record the run's ``Done`` and tell those waiting for its result."""
+        lsn = self.append(r.Done(self.run, status, self.engine._clock.now(), payload))
+        self._ended(status, outcome, lsn)
+        if status != "continued":
+            _tell_parents(self)
+        _close_children(self)
+        return lsn
+
+    def fail_unrecorded(self, exc: Error) -> None:
+        """End the run in memory only (a DeterminismError: fixed code may resume it after a reopen)."""
+        self._ended("failed", ("error", exc), self.machine.gate())
+
+    def _ended(self, status: str, outcome: tuple[str, Any], lsn: int) -> None:
+        self.status = status
+        self.outcome = outcome
+        self.done_lsn = lsn
+        self.finished = self.engine._clock.now()
+        waiters, self.waiters = self.waiters, []
+        for a in waiters:
+            _e.send(a, (_DONE, a))
+
+    def outcome_of_done(self, done: r.Done) -> tuple[str, Any]:
+        status, payload = done.status, done.payload
+        if status == "completed":
+            return ("ok", payload)
+        if status == "cancelled":
+            return ("error", Cancelled(payload))
+        if status == "terminated":
+            return ("error", Terminated(payload))
+        if status == "timed_out":
+            return ("error", TimedOut(payload))
+        if status == "continued":
+            return ("continued", payload)
+        return ("error", Failed(payload))
+
+
+def _parent_ref(st: _RunState, seq: int, wait: bool) -> dict[str, Any]:
+    """The ``Start.parent`` of a child begun by operation ``seq`` of ``st``: where its result goes."""
+    return {"shard": st.shard, "run": st.run, "seq": seq, "id": st.id, "wait": wait}
+
+
+def _same_parent(a: Any, b: Any) -> bool:
+    """Whether two parent refs name the same parent operation (shard, run, seq, id)."""
+    if type(a) is not dict or type(b) is not dict:
+        return False
+    return all(a.get(k) == b.get(k) for k in ("shard", "run", "seq", "id"))
+
+
+def _tell_parents(st: _RunState) -> None:
+    """Once ``st``'s ``Done`` is durable, tell each waiting parent's shard server (a message) how it ended."""
+    parents, st.parents = st.parents, []
+    if not parents:
+        return
+    engine, done = st.engine, st.machine.done
+    if done is None:
+        return
+
+    def tell() -> None:
+        engine._journal.wait_durable(st.shard, st.done_lsn)
+        for p in parents:
+            if p["shard"] < len(engine._servers):
+                _e.send(engine._servers[p["shard"]], (_CHILD_DONE, p["id"], p["run"], p["seq"], done.status, done.payload))
+
+    _e.spawn(tell, dispatcher=engine._journal.home(st.shard))
+
+
+def _close_children(st: _RunState) -> None:
+    """The parent ``st`` ended: once its ``Done`` is durable (a crash must not take back the end that closed
+    them), tell the shard server of each child it started and does not abandon."""
+    engine = st.engine
+    tells = []
+    for op in st.machine.history.ops:
+        if op.kind != CHILD or op.armed is None or op.armed.parent_close == "abandon":
+            continue
+        if op.done is not None and op.done.status != "started":
+            continue
+        rec = op.armed
+        shard = shard_of(rec.id, engine.shards)
+        if shard < len(engine._servers):
+            tells.append((engine._servers[shard], (_PARENT_CLOSED, rec.id, _parent_ref(st, rec.seq, False), rec.parent_close)))
+    if not tells:
+        return
+
+    def tell() -> None:
+        engine._journal.wait_durable(st.shard, st.done_lsn)
+        for server, msg in tells:
+            _e.send(server, msg)
+
+    _e.spawn(tell, dispatcher=engine._journal.home(st.shard))
+
+
+class _Deadline(BaseException):
+    """Raised in a run past its deadline: it ends ``timed_out`` (not an Exception: code does not catch it)."""
+
+
+class _ContinueAsNew(BaseException):
+    """Raised by :meth:`Ctx.continue_as_new`: the run ends ``continued`` and a new run starts with ``input``."""
+
+    def __init__(self, input: Any) -> None:
+        super().__init__(input)
+        self.input = input
+
+
+class StepContext:
+    """What a step body ``fn(s)`` gets: ``s.key`` (the idempotency key, stable across retries and
+    crashes: ``"<workflow id>/<run>/<seq>"``), ``s.name`` and ``s.attempt`` (1-based)."""
+
+    __slots__ = ("key", "name", "attempt")
+
+    def __init__(self, key: str, name: str, attempt: int) -> None:
+        self.key = key
+        self.name = name
+        self.attempt = attempt
+
+    def __repr__(self) -> str:
+        return f"StepContext(key={self.key!r}, name={self.name!r}, attempt={self.attempt})"
+
+
+_arity_cache: dict[Any, bool] = {}
+_FunctionType = type(_signal_name)
+
+
+def _takes_step_context(fn: Callable[..., Any]) -> bool:
+    if type(fn) is _FunctionType:  # the common case: a plain function or lambda, cached by its code
+        hit = _arity_cache.get(fn.__code__)
+        if hit is not None:
+            return hit
+    code = getattr(fn, "__code__", None)
+    if code is not None and not inspect.ismethod(fn):
+        hit = _arity_cache.get(code)
+        if hit is None:
+            hit = _arity_cache[code] = _signature_takes_one(fn)
+        return hit
+    return _signature_takes_one(fn)
+
+
+def _signature_takes_one(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [
+        p
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    return len(positional) >= 1 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+class Ctx:
+    """What workflow code gets: durable operations numbered by call order (see the module docstring)."""
+
+    __slots__ = ("_st",)
+
+    def __init__(self, state: _RunState) -> None:
+        self._st = state
+
+    @property
+    def workflow_id(self) -> str:
+        """The run's workflow ID."""
+        return self._st.id
+
+    @property
+    def run_id(self) -> int:
+        """The run's number (unique within its shard's journal)."""
+        return self._st.run
+
+    def __repr__(self) -> str:
+        return f"<fusee.Ctx {self._st.id!r} run {self._st.run}>"
+
+    # -- machinery
+
+    def _begin(self, kind: str, name: Any) -> Any:
+        st = self._st
+        if st.determinism is not None:
+            raise st.determinism
+        if st.status != RUNNING:
+            raise Terminated(None)
+        if st.parking:  # unwinding to park (a finally in workflow code): record nothing
+            raise _Parked()
+        if st.deadline is not None and st.engine._clock.now() >= st.deadline:
+            raise _Deadline()
+        try:
+            return st.machine.begin(kind, name)
+        except DeterminismError as e:
+            st.determinism = e
+            raise
+
+    def _check_cancel(self) -> None:
+        """Raise a recorded, undelivered cancel here; end the run (``_Deadline``) if its deadline passed."""
+        st = self._st
+        if st.deadline is not None and st.engine._clock.now() >= st.deadline:
+            raise _Deadline()
+        m = st.machine
+        if m.cancelling:
+            c = m.take_cancel()
+            if c is not None:
+                raise c
+
+    def _pause(self, at: float | None) -> None:
+        """Park until woken (a signal or a cancel arrived) or until unix time ``at``.
+
+        While paused the run may be parked (fusee.parking): its shard server
+        sets ``parking`` and wakes it, and it ends here with ``_Parked``
+        (nothing recorded; a wake loads it again and it replays to here).
+        """
+        st = self._st
+        engine = st.engine
+        if st.deadline is not None and (at is None or at > st.deadline):
+            at = st.deadline  # wake at the run's deadline (then _check_cancel ends it)
+        if st.parking:
+            raise _Parked()
+        st.waiting_since = engine._clock.now()
+        st.wake_at = at
+        if engine._parks:
+            _e.send(engine._servers[st.shard], (_WAITING, st))
+        try:
+            engine._clock.pause(at)
+        finally:
+            st.waiting_since = None
+        if st.parking:
+            raise _Parked()
+        while _e.receive(_wake, timeout=0) is not TIMEOUT:  # drain the wakes that piled up
+            pass
+
+    # -- operations
+
+    def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        retry: Retry | None = None,
+        read_only: bool = False,
+    ) -> Any:
+        """Run ``fn()`` (or ``fn(s)``, ``s.key`` the idempotency key) once, durably; on replay return what it returned.
+
+        A failed attempt is recorded with when the next is due; when ``retry``'s
+        attempts run out, :class:`StepFailed` is raised here.  A body with effects
+        starts only once the run's earlier records are durable; a ``read_only``
+        body does not wait.  A result that cannot be serialized raises
+        :class:`NotSerializable` here, with nothing recorded.
+        """
+        if type(name) is not str:
+            raise TypeError(f"a step's name is a str, not {name!r}")
+        if retry is None:
+            retry = _NO_RETRY
+        elif type(retry) is not Retry:
+            raise TypeError(f"retry is a fusee.Retry, not {retry!r}")
+        op = self._begin(STEP, name)
+        if type(op) is Replay:
+            return op.result()
+        st = self._st
+        m = st.machine
+        seq = op.seq
+        attempt = op.attempts + 1
+        retry_at = op.retry_at
+        engine = st.engine
+        if engine._mocks:
+            fn = engine._mocks.get((st.wtype, name), fn)
+        takes = _takes_step_context(fn)
+        journal = engine._journal
+        clock = engine._clock
+        while True:
+            if retry_at is not None:
+                while True:
+                    self._check_cancel()
+                    if clock.now() >= retry_at:
+                        break
+                    self._pause(retry_at)
+            if not read_only and journal.path is not None:  # in memory, every append is durable at once
+                journal.wait_durable(st.shard, m.gate())
+            try:
+                if takes:
+                    value = fn(StepContext(f"{st.id}/{st.run}/{seq}", name, attempt))
+                else:
+                    value = fn()
+            except Exception as exc:
+                failure = failure_of(exc)
+                if attempt >= retry.attempts:
+                    st.append(r.Step(st.run, seq, name, attempt, "error", failure))
+                    self._check_cancel()
+                    raise StepFailed(name, failure) from exc
+                retry_at = clock.now() + retry.delay(attempt)
+                st.append(r.Attempt(st.run, seq, name, attempt, retry_at, failure))
+                attempt += 1
+                continue
+            st.append(r.Step(st.run, seq, name, attempt, "ok", value))
+            self._check_cancel()  # a cancel recorded while the body ran lands here, as on replay
+            return value
+
+    def sleep(self, name: str, d: Any) -> None:
+        """Sleep durably for ``d`` (seconds or a string like ``"5m"``): a ``Timer`` record, then ``Fired``."""
+        seconds = _durations.parse(d)
+        clock = self._st.engine._clock
+        self._sleep(name, lambda: clock.now() + seconds)
+
+    def sleep_until(self, name: str, unix_seconds: float) -> None:
+        """Sleep durably until the unix time ``unix_seconds``."""
+        if type(unix_seconds) not in (int, float):
+            raise TypeError(f"sleep_until takes unix seconds, not {unix_seconds!r}")
+        self._sleep(name, lambda: float(unix_seconds))
+
+    def _sleep(self, name: str, at_of: Callable[[], float]) -> None:
+        if type(name) is not str:
+            raise TypeError(f"a sleep's name is a str, not {name!r}")
+        op = self._begin(SLEEP, name)
+        if type(op) is Replay:
+            return None
+        st = self._st
+        clock = st.engine._clock
+        if op.armed:
+            at = op.at
+        else:
+            at = at_of()
+            st.append(r.Timer(st.run, op.seq, name, at))
+        while True:
+            self._check_cancel()
+            if clock.now() >= at:
+                st.append(r.Fired(st.run, op.seq))
+                return None
+            self._pause(at)
+
+    def wait_for(self, signal: Any, timeout: Any = None) -> Any:
+        """The next value of ``signal`` (a :func:`signal` or its name), or ``None`` once ``timeout`` passes.
+
+        Signals sent before the wait are kept, in order; a timeout is recorded.
+        """
+        name = _signal_name(signal)
+        seconds = None if timeout is None else _durations.parse(timeout)
+        op = self._begin(WAIT, name)
+        if type(op) is Replay:
+            return op.result()
+        st = self._st
+        m = st.machine
+        clock = st.engine._clock
+        if op.armed:
+            deadline = op.at
+        else:
+            deadline = None if seconds is None else clock.now() + seconds
+            st.append(r.Wait(st.run, op.seq, name, deadline))
+        while True:
+            self._check_cancel()
+            sig = m.signal_for(name)
+            if sig is not None:
+                st.append(r.Waited(st.run, op.seq, "signal", sig.payload))
+                return sig.payload
+            if deadline is not None and clock.now() >= deadline:
+                st.append(r.Waited(st.run, op.seq, "timeout", None))
+                return None
+            self._pause(deadline)
+
+    def _value(self, kind: str, make: Callable[[], Any]) -> Any:
+        op = self._begin(VALUE, kind)
+        if type(op) is Replay:
+            return op.value
+        st = self._st
+        v = make()
+        st.append(r.Value(st.run, op.seq, kind, v))
+        return v
+
+    def now(self) -> float:
+        """The unix time, recorded (replay sees the same)."""
+        return self._value("now", self._st.engine._clock.now)
+
+    def random(self) -> float:
+        """A random float in [0, 1), recorded."""
+        return self._value("random", _random.random)
+
+    def uuid(self) -> str:
+        """A random UUID4 string, recorded."""
+        return self._value("uuid", lambda: str(_uuid.uuid4()))
+
+    # -- composition: children, messages between runs, continue-as-new
+
+    def child(
+        self, wf: Any, id: str, input: Any = None, parent_close: str = "terminate", timeout: Any = None
+    ) -> Any:
+        """Run workflow ``wf`` (a Workflow or its type name) as child run ``id`` and return its result.
+
+        The child may live on another shard.  Its outcome is recorded in this
+        journal (``Child``, then ``ChildDone``) and replays the same; a child
+        that fails, is cancelled or terminated, or times out (``timeout``: a
+        duration) raises :class:`ChildFailed`.  A running run with that ID is
+        attached to.  ``parent_close`` says what this run's end does to the
+        child if it still runs: ``"terminate"``, ``"request_cancel"`` or ``"abandon"``.
+        """
+        op = self._child_op(wf, id, input, parent_close, timeout, True)
+        if type(op) is Replay:
+            return op.result()
+        st = self._st
+        h = st.machine.history
+        while True:
+            self._check_cancel()
+            got = h.op(op.seq)
+            if got is not None and got.done is not None:
+                st.machine._handed += 1  # the completion is handed out here, as on replay
+                from .replay import _replay_of
+
+                return _replay_of(got).result()
+            self._pause(None)
+
+    def start_child(
+        self, wf: Any, id: str, input: Any = None, parent_close: str = "terminate", timeout: Any = None
+    ) -> None:
+        """Start child run ``id`` (see :meth:`child`) and return once its ``Start`` is durable, not waiting for
+        its end (attaching if a run with that ID is running).  Records ``Child`` then ``ChildDone("started")``."""
+        op = self._child_op(wf, id, input, parent_close, timeout, False)
+        if type(op) is Replay:
+            return None
+        st = self._st
+        st.append(r.ChildDone(st.run, op.seq, "started", None))
+        return None
+
+    def _child_op(self, wf: Any, id: str, input: Any, parent_close: str, timeout: Any, wait: bool) -> Any:
+        """Begin a child operation: its Replay, or (live) the Live op once ``Child`` is recorded and the child's
+        shard server has started or attached it (its ``Start`` durable).  Idempotent on replay: a recorded
+        ``Child`` without its ``ChildDone`` asks again (start if missing, attach if running, the outcome if ended)."""
+        st = self._st
+        engine = st.engine
+        w = engine._workflow(wf)
+        shard = engine._shard(id)
+        if parent_close not in r.PARENT_CLOSE:
+            raise ValueError(f"parent_close is one of {r.PARENT_CLOSE}, not {parent_close!r}")
+        seconds = None if timeout is None else _durations.parse(timeout)
+        op = self._begin(CHILD, id)
+        if type(op) is Replay:
+            return op
+        if op.armed:
+            rec = st.machine.history.op(op.seq).armed
+        else:
+            deadline = None if seconds is None else engine._clock.now() + seconds
+            rec = r.Child(st.run, op.seq, id, w.name, input, parent_close, deadline)
+            st.append(rec)
+        if engine._journal.path is not None:  # the Child first: a crash then finds it and asks again
+            engine._journal.wait_durable(st.shard, st.machine.gate())
+        lsn = engine._call(shard, ("child", rec, _parent_ref(st, op.seq, wait)))
+        engine._durable(shard, lsn)
+        return op
+
+    def signal_workflow(self, id: str, signal: Any, value: Any = None) -> None:
+        """Send ``signal`` with ``value`` to the run of workflow ID ``id``, durably and exactly once.
+
+        Recorded here (``Send``), and durable, before it is delivered; delivered with dedup
+        :func:`fusee.replay.send_dedup` (redelivered after a crash, the target
+        keeps one).  Returns once the target's ``Signal`` is durable (or the
+        target does not exist or has ended: then it is dropped).
+        """
+        name = _signal_name(signal)
+        if type(id) is not str:
+            raise TypeError(f"a workflow ID is a str, not {id!r}")
+        op = self._begin(SEND, id)
+        if type(op) is Replay:
+            return None
+        st = self._st
+        rec = r.Send(st.run, op.seq, id, name, value)
+        st.append(rec)
+        journal = st.engine._journal
+        if journal.path is not None:  # the Send first (and what led to it): a crash never takes back a delivered signal
+            journal.wait_durable(st.shard, st.machine.gate())
+        _deliver_send(st.engine, st.id, rec)
+        return None
+
+    def continue_as_new(self, input: Any = None) -> None:
+        """End this run (``Done`` ``"continued"`` with ``input``) and start a new run of the same type and ID
+        with ``input`` and a fresh journal; ``result`` follows to the last run.  Does not return."""
+        r.encode_record(r.Done(self._st.run, "continued", 0.0, input))  # NotSerializable: raised here
+        raise _ContinueAsNew(input)
+
+    def on_query(self, name: str, fn: Callable[[Any], Any]) -> None:
+        """Answer ``engine.query(id, name, arg)`` with ``fn(arg)`` (read-only: records nothing)."""
+        if type(name) is not str:
+            raise TypeError(f"a query's name is a str, not {name!r}")
+        self._st.queries[name] = fn
+
+
+def _deliver_send(engine: "Engine", sender: str, rec: r.Send) -> None:
+    """Deliver a ``Send`` as a signal to its target (dedup from the sender's id, run and seq); wait till durable.
+    A target that does not exist is not an error (the signal is dropped)."""
+    shard = shard_of(rec.target, engine.shards)
+    try:
+        lsn = engine._call(shard, ("signal", rec.target, rec.name, rec.payload, send_dedup(sender, rec.run, rec.seq)))
+    except NotFound:
+        return
+    engine._durable(shard, lsn)
+
+
+class _Parked(BaseException):
+    """Raised in a paused run told to park: its process ends, nothing recorded (not an Exception:
+    workflow code's ``except Exception`` does not catch it)."""
+
+
+_WAITING = "fusee_waiting"
+_TICK = "fusee_park_tick"
+
+
+def _run_main(state: _RunState) -> None:
+    """A run's process: the workflow function, then its ``Done`` (or, parked, nothing)."""
+    try:
+        _run_body(state)
+    except _Parked:
+        pass
+
+
+def _run_body(state: _RunState) -> None:
+    ctx = Ctx(state)
+    try:
+        try:
+            value = state.wf.fn(ctx, state.input)  # type: ignore[union-attr]
+        except DeterminismError as exc:
+            state.fail_unrecorded(state.determinism or exc)
+            return
+        except Terminated:
+            if state.status != RUNNING:
+                return
+            raise
+        except Cancelled as exc:
+            if state.determinism is not None:
+                state.fail_unrecorded(state.determinism)
+                return
+            state.finish("cancelled", exc.reason, ("error", exc))
+            return
+        except _Deadline:
+            state.finish("timed_out", state.deadline, ("error", TimedOut(state.deadline)))
+            return
+        except _ContinueAsNew as c:
+            state.engine._call(state.shard, ("continue", state, c.input))
+            return
+        except Exception as exc:
+            if state.determinism is not None:
+                state.fail_unrecorded(state.determinism)
+                return
+            failure = failure_of(exc)
+            state.finish("failed", failure, ("error", Failed(failure)))
+            return
+        if state.determinism is not None:
+            state.fail_unrecorded(state.determinism)
+            return
+        try:
+            state.finish("completed", value, ("ok", value))
+        except NotSerializable as exc:
+            failure = failure_of(exc)
+            state.finish("failed", failure, ("error", Failed(failure)))
+    except Terminated:
+        if state.status == RUNNING:
+            raise

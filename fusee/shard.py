@@ -1,0 +1,502 @@
+"""The shard server: one ``gen_server`` per shard owning that shard's state (the
+runs by workflow ID, run numbers, the ID policy, signal, cancel and terminate
+routing, children's results, parking, queries and descriptions).  It runs on
+the shard's carrier (:meth:`fusee.journal.Journal.home`) beside its runs."""
+
+from __future__ import annotations
+
+from heapq import heappop as _heappop, heappush as _heappush
+from typing import TYPE_CHECKING, Any
+
+import ensemble as _e
+from ensemble import gen_server as _gs
+from ensemble import timer as _timer
+
+from . import parking as _parking
+from . import store as _store
+from . import records as r
+from .errors import (
+    AlreadyExists,
+    Busy,
+    Error,
+    Failed,
+    NotFound,
+    Terminated,
+)
+from .replay import CHILD, Machine
+from .workflow import _WAKE, IdPolicy, Workflow
+from .run import (
+    _CHILD_DONE,
+    _PARENT_CLOSED,
+    _TICK,
+    _WAITING,
+    RUNNING,
+    _deliver_send,
+    _RunState,
+    _run_main,
+    _same_parent,
+    _tell_parents,
+)
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+# -- the shard server --------------------------------------------------------------------
+
+
+class _ShardServer(_gs.GenServer):
+    """A shard's state: runs by workflow ID, run numbers, and every request routed to a run."""
+
+    def __init__(self, engine: "Engine", shard: int, recovered: list[_RunState], next_run: int) -> None:
+        self.engine = engine
+        self.shard = shard
+        self.home = engine._journal.home(shard)
+        self.runs: dict[str, _RunState] = {}
+        self.all: list[_RunState] = []
+        self.next_run = next_run
+        self._recovered = recovered
+        self.max_live = engine._max_live_runs
+        self.live: set[_RunState] = set()  # kept only when max_live bounds it; pruned lazily
+        self.monitors: dict[Any, _RunState] = {}  # monitor ref -> the run whose process it watches
+        # parking (fusee.parking): paused loaded runs that said so, parked runs' wake-ups, one timer
+        self.waiting: set[_RunState] = set()
+        self.wakeups: list[tuple[float, int, _RunState]] = []  # heap of (wake_at, run, parked run)
+        self.timer_at: float | None = None
+        self.parks = 0
+        self.loads = 0
+
+    def init(self) -> Any:
+        for st in self._recovered:
+            self.runs[st.id] = st
+            self.all.append(st)
+        self._recovered = []  # their processes start at _resume, once every shard's server is up
+        return ("ok", None)
+
+    def _resume(self) -> None:
+        """After every shard's server started (``Engine.open``): start the recovered runs' processes, start the
+        next run of a chain whose ``continued`` end was recorded but whose new run was not, and redeliver the
+        ``Send`` records of unfinished runs (their targets deduplicate).  A waiting parent re-asks its children
+        as its code replays to their ``Child`` operations (:meth:`Ctx._child_op`)."""
+        for st in list(self.runs.values()):
+            if st.status == "continued":
+                self._continue(st, st.outcome[1])  # type: ignore[index]
+        for st in list(self.all):
+            if st.status != RUNNING or st.pid is not None or st.parked:
+                continue
+            self._spawn(st)
+            sends = st.machine.history.sends
+            if sends:
+                engine, sender = self.engine, st.id
+                _e.spawn(lambda sends=sends: [_deliver_send(engine, sender, s) for s in sends], dispatcher=self.home)
+
+    def _deliver(self, st: _RunState, rec: Any) -> int:
+        """Record ``rec`` (a Signal, Cancel or ChildDone) in running run ``st`` and wake it: every wake-up of a
+        run passes here (so a parked run is loaded again).  Returns the record's LSN."""
+        lsn = st.append(rec)
+        self._ensure_loaded(st)
+        return lsn
+
+    def _child_done(self, id: str, run: int, seq: int, status: str, payload: Any) -> None:
+        """A child of operation ``seq`` of run ``run`` of ``id`` ended: record its ``ChildDone`` (once)."""
+        st = self.runs.get(id)
+        if st is None or st.run != run or st.status != RUNNING:
+            return
+        op = st.machine.history.op(seq)
+        if op is None or op.kind != CHILD or op.done is not None:
+            return
+        self._deliver(st, r.ChildDone(run, seq, status, payload))
+
+    def _child(self, rec: r.Child, parent: dict[str, Any]) -> int:
+        """Start child ``rec.id`` for ``parent`` (idempotent): a running run of that ID is attached to, one this
+        parent started already is taken as is (ended: its outcome is sent at once); else a new run starts.
+        Returns the LSN of the child's ``Start``."""
+        cur = self.runs.get(rec.id)
+        if cur is not None and (cur.status == RUNNING or _same_parent(cur.parent, parent)):
+            st = cur
+        else:
+            wf = self.engine._workflow(rec.wtype)
+            st, _ = self._start(wf, rec.id, rec.input, IdPolicy("attach", "start_new"), rec.deadline, parent)
+        if parent.get("wait"):
+            if st.status == RUNNING:
+                if not any(_same_parent(p, parent) for p in st.parents):
+                    st.parents.append(parent)
+            elif st.status != "continued":
+                st.parents = [parent]
+                _tell_parents(st)
+        return st.start_lsn
+
+    def _parent_closed(self, id: str, parent: dict[str, Any], action: str) -> None:
+        """The parent that started run ``id`` ended: terminate or cancel it (``action``) if it still runs."""
+        st = self.runs.get(id)
+        if st is None or st.status != RUNNING or not _same_parent(st.parent, parent):
+            return
+        reason = f"parent {parent['id']!r} ended (parent_close={action})"
+        if action == "terminate":
+            self._terminate(id, reason)
+        elif action == "request_cancel":
+            self._cancel(id, reason)
+
+    def _continue(self, st: _RunState, input: Any) -> _RunState:
+        """End ``st`` ``continued`` (unless recorded already) and start the next run of its ID with ``input``,
+        the same type, deadline and parent; its waiting parents move to the new run."""
+        if st.status == RUNNING:
+            r.encode_record(r.Start(0, st.id, st.wtype, 0, 0.0, input, None))  # NotSerializable: nothing recorded
+            st.finish("continued", input, ("continued", input))
+        if self.runs.get(st.id) is not st:
+            return self.runs[st.id]
+        wf = self.engine._workflow(st.wtype)
+        new, _ = self._start(wf, st.id, input, IdPolicy("fail", "start_new"), st.deadline, st.parent, {"run": st.run})
+        for sig in st.machine.history.unconsumed:  # signals that raced the end go on to the new run, not lost
+            self._deliver(new, r.Signal(new.run, sig.name, sig.dedup, sig.payload))
+        for p in st.parents:
+            if not any(_same_parent(p, q) for q in new.parents):
+                new.parents.append(p)
+        st.parents = []
+        return new
+
+    def _successor(self, st: _RunState) -> _RunState:
+        """The run that follows ``st`` (which continued as new): the latest run of its ID."""
+        return self._find(st.id)
+
+    def _spawn(self, st: _RunState) -> None:
+        """Start ``st``'s run process, monitored: if it dies without a ``Done``, :meth:`_died` ends the run."""
+        st.pid, ref = _e.spawn_monitor(_run_main, st, dispatcher=self.home)
+        self.monitors[ref] = st
+        if self.max_live is not None:
+            self.live.add(st)
+
+    def handle_info(self, msg: Any, state: Any) -> Any:
+        if type(msg) is tuple and msg and msg[0] == _CHILD_DONE:
+            self._child_done(*msg[1:])
+        elif type(msg) is tuple and msg and msg[0] == _PARENT_CLOSED:
+            self._parent_closed(*msg[1:])
+        elif type(msg) is tuple and len(msg) == 5 and msg[0] == "DOWN":
+            st = self.monitors.pop(msg[1], None)
+            if st is not None:
+                self._died(st, msg[4])
+        elif type(msg) is tuple and len(msg) == 2 and msg[0] == _WAITING:
+            self._waiting(msg[1])
+        elif msg == _TICK:
+            self.timer_at = None
+            self._park_tick()
+        return ("noreply", state)
+
+    # -- parking (decisions: fusee.parking)
+
+    def _waiting(self, st: _RunState) -> None:
+        """A loaded run paused: note it, and have the timer look at it when it may be parked."""
+        if st.status != RUNNING or st.parking or st.pid is None or st.waiting_since is None:
+            return
+        self.waiting.add(st)
+        e = self.engine
+        if e._memory_budget is not None:
+            self._arm(e._clock.now())
+        elif e._park_after is not None:
+            self._arm(st.waiting_since + e._park_after)
+
+    def _arm(self, at: float) -> None:
+        """Have a tick arrive at engine time ``at`` (unless one is due no later)."""
+        if self.timer_at is not None and self.timer_at <= at:
+            return
+        self.timer_at = at
+        _timer.send_after(max(0.0, at - self.engine._clock.now()), _e.self(), _TICK)
+
+    def _park_tick(self, force: bool = False) -> None:
+        """Load the parked runs now due, park the waiting runs :func:`fusee.parking.to_park` picks
+        (``force``: every waiting run), forget runs past retention; arm the next tick."""
+        e = self.engine
+        now = e._clock.now()
+        if force:
+            self.waiting.update(st for st in self.all if st.pid is not None and st.waiting_since is not None)
+        while self.wakeups and self.wakeups[0][0] <= now:
+            at, _, st = _heappop(self.wakeups)
+            if st.parked and st.wake_at == at:
+                self._load(st)
+        for st in [st for st in self.waiting if st.status != RUNNING or st.waiting_since is None or st.parking]:
+            self.waiting.discard(st)
+        ws = [_parking.Waiting(st, st.waiting_since, _parking.run_bytes(len(st.machine.history))) for st in self.waiting]
+        budget = e._memory_budget
+        if force:
+            chosen = [w.key for w in ws]
+        else:
+            loaded = 0
+            if budget is not None:
+                budget = budget // e.shards
+                loaded = sum(
+                    _parking.run_bytes(len(st.machine.history)) for st in self.all if st.pid is not None and st.status == RUNNING
+                )
+            chosen = _parking.to_park(now, e._park_after, budget, loaded, ws)
+        for st in chosen:
+            self._park(st)
+        if e._retention is not None:
+            self._forget(now)
+        nxt = _parking.next_check(e._park_after, [w for w in ws if w.key in self.waiting])
+        if self.wakeups:
+            nxt = self.wakeups[0][0] if nxt is None else min(nxt, self.wakeups[0][0])
+        if nxt is not None:
+            self._arm(nxt)
+
+    def _park(self, st: _RunState) -> None:
+        """Tell a paused run's process to end (it raises ``_Parked`` in ``Ctx._pause``); :meth:`_died` parks it."""
+        self.waiting.discard(st)
+        st.parking = True
+        _e.send(st.pid, _WAKE)
+
+    def _parked_now(self, st: _RunState) -> None:
+        """A parking run's process has ended: keep its history, or load it again if woken meanwhile."""
+        st.parking = False
+        st.pid = None
+        if st.status != RUNNING:
+            return
+        if st.wake_pending:
+            st.wake_pending = False
+            self._spawn_again(st)
+            return
+        st.parked = True
+        self.parks += 1
+        if st.wake_at is not None:
+            _heappush(self.wakeups, (st.wake_at, st.run, st))
+            self._arm(st.wake_at)
+
+    def _load(self, st: _RunState) -> None:
+        """Load a parked run again: a new process replays its history (as recovery does)."""
+        if not st.parked or st.status != RUNNING:
+            return
+        st.parked = False
+        self._spawn_again(st)
+
+    def _spawn_again(self, st: _RunState) -> None:
+        self.loads += 1
+        st.machine = Machine(st.machine.history)
+        self._spawn(st)
+
+    def _ensure_loaded(self, st: _RunState) -> None:
+        """Wake ``st`` (something for it was just recorded): load it if parked, else wake its process."""
+        if st.parked:
+            self._load(st)
+        elif st.parking:
+            st.wake_pending = True
+        elif st.pid is not None:
+            _e.send(st.pid, _WAKE)
+
+    def _forget(self, now: float) -> None:
+        """Drop the finished runs past ``retention`` (``result`` gives NotFound)."""
+        keep = self.engine._retention
+        gone = [st for st in self.all if st.status != RUNNING and _parking.expired(st.finished, now, keep)]
+        if gone:
+            dead = set(gone)
+            self.all = [st for st in self.all if st not in dead]
+            for st in gone:
+                if self.runs.get(st.id) is st:
+                    del self.runs[st.id]
+
+    def _park_now(self, force: bool) -> None:
+        """(Tests, bench) run the parking decision now; ``force`` parks every paused run."""
+        self._park_tick(force)
+
+    def _parking_stats(self) -> dict[str, int]:
+        loaded = sum(1 for st in self.all if st.pid is not None and st.status == RUNNING)
+        waiting = sum(1 for st in self.all if st.pid is not None and st.waiting_since is not None)
+        parked = sum(1 for st in self.all if st.parked and st.status == RUNNING)
+        return {"parked": parked, "loaded": loaded, "waiting": waiting, "parks": self.parks, "loads": self.loads}
+
+    def _checkpoint(self) -> _store.Checkpoint:
+        """This shard's checkpoint at the journal's last LSN (runs stopped): every unfinished run's
+        records, and each retained finished run's ``Start`` and ``Done``."""
+        e = self.engine
+        now = e._clock.now()
+        out: list[tuple[int, Any]] = []
+        for st in self.all:
+            h = st.machine.history
+            recs = h.records
+            if h.done is None:
+                out.extend(recs)
+            elif not _parking.expired(st.finished, now, e._retention):
+                out.append(recs[0])
+                out.append(recs[-1])
+        out.sort(key=lambda p: p[0])
+        bodies = [(lsn, r.encode_record(rec)) for lsn, rec in out]
+        return _store.Checkpoint(self.shard, e._journal.last_lsn(self.shard), self.next_run, bodies)
+
+    def _died(self, st: _RunState, reason: Any) -> None:
+        """A run process exited: if its run is still running, it died of a bug (or a kill) without ending it.
+
+        A ``Done`` already journaled (the process died between appending it and
+        ending the run in memory) ends the run as recorded.  Otherwise the run
+        fails in memory only, nothing recorded (like a DeterminismError): a
+        reopen replays the journal and resumes it.
+        """
+        if st.parking:
+            self._parked_now(st)
+            return
+        self.live.discard(st)
+        if st.status != RUNNING:
+            return
+        done = st.machine.done
+        if done is not None:
+            st._ended(done.status, st.outcome_of_done(done), st.machine.gate())
+            if done.status != "continued":
+                _tell_parents(st)
+            st.finished = done.finished
+            return
+        try:
+            shown = repr(reason)
+        except Exception:  # a broken __repr__ must not keep the run running
+            shown = object.__repr__(reason)
+        st.fail_unrecorded(
+            Failed({"type": "RunProcessDied", "message": f"the run's process died: {shown}", "reason": shown})
+        )
+
+    def _check_busy(self, ending: _RunState | None) -> None:
+        """Raise :class:`Busy` if one more live run would exceed ``max_live_runs`` (nothing recorded);
+        ``ending`` is a running run this start terminates first, so its place is freed."""
+        live = self.live
+        if len(live) < self.max_live:  # type: ignore[operator]
+            return
+        for st in [st for st in live if st.status != RUNNING]:
+            live.discard(st)
+        n = len(live) - (1 if ending is not None and ending in live else 0)
+        if n >= self.max_live:  # type: ignore[operator]
+            raise Busy(self.shard)
+
+    def handle_call(self, request: Any, from_: Any, state: Any) -> Any:
+        try:
+            reply = ("ok", getattr(self, "_" + request[0])(*request[1:]))
+        except Exception as exc:
+            reply = ("error", exc)
+        return ("reply", reply, state)
+
+    def _find(self, id: str) -> _RunState:
+        st = self.runs.get(id)
+        if st is None:
+            raise NotFound(id)
+        keep = self.engine._retention
+        if keep is not None and st.status != RUNNING and _parking.expired(st.finished, self.engine._clock.now(), keep):
+            self._forget(self.engine._clock.now())
+            raise NotFound(id)
+        return st
+
+    def _start(
+        self,
+        wf: Workflow,
+        id: str,
+        input: Any,
+        policy: IdPolicy,
+        deadline: float | None = None,
+        parent: Any = None,
+        origin: Any = None,
+    ) -> tuple[_RunState, int]:
+        cur = self.runs.get(id)
+        ending = None
+        if cur is not None:
+            action = policy.on_running if cur.status == RUNNING else policy.on_finished
+            if action == "fail":
+                raise AlreadyExists(id, f"run {cur.run}, {cur.status}")
+            if action == "attach":
+                return cur, cur.start_lsn
+            if action == "terminate":
+                ending = cur
+        if self.max_live is not None:
+            self._check_busy(ending)  # before any terminate: a Busy start records nothing
+        run = self.next_run
+        start = r.Start(
+            run, id, wf.name, wf.version, self.engine._clock.now(), input, policy.plain(), deadline, parent, origin
+        )
+        body = r.encode_record(start)  # NotSerializable: nothing recorded, nothing terminated
+        if ending is not None:
+            self._terminate(id, "terminated by a new start (IdPolicy terminate)")
+        self.next_run = run + 1
+        st = _RunState(self.engine, self.shard, start, Machine(), wf)
+        lsn = self.engine._journal.append(self.shard, body)
+        st.machine.record(start, lsn)
+        st.start_lsn = lsn
+        self.runs[id] = st
+        self.all.append(st)
+        self._spawn(st)
+        return st, lsn
+
+    def _run_of(self, id: str) -> _RunState:
+        return self._find(id)
+
+    def _watch(self, st: _RunState, a: Any) -> bool:
+        if st.status != RUNNING:
+            return True
+        st.waiters.append(a)
+        return False
+
+    def _signal(self, id: str, name: str, value: Any, dedup: Any) -> int | None:
+        st = self._find(id)
+        if st.status != RUNNING:
+            return None
+        return self._deliver(st, r.Signal(st.run, name, dedup, value))
+
+    def _cancel(self, id: str, reason: Any) -> int | None:
+        st = self._find(id)
+        if st.status != RUNNING:
+            return None
+        if st.machine.history.cancel is not None:
+            return st.machine.gate()
+        return self._deliver(st, r.Cancel(st.run, reason, None))
+
+    def _terminate(self, id: str, reason: Any) -> int | None:
+        st = self._find(id)
+        if st.status != RUNNING:
+            return None
+        r.encode_record(r.Done(st.run, "terminated", 0.0, reason))  # NotSerializable: nothing recorded
+        lsn = st.finish("terminated", reason, ("error", Terminated(reason)))
+        if st.pid is not None:
+            _e.exit(st.pid, "kill")
+        return lsn
+
+    def _query(self, id: str, name: str, arg: Any) -> Any:
+        st = self._find(id)
+        fn = st.queries.get(name)
+        if fn is None:
+            raise Error(f"run {id!r} answers no query {name!r} (it answers: {sorted(st.queries)})")
+        return fn(arg)
+
+    def _describe(self, id: str) -> dict[str, Any]:
+        st = self._find(id)
+        return _describe(st)
+
+    def _list(self, status: str | None) -> list[dict[str, Any]]:
+        return [
+            {"id": st.id, "run": st.run, "type": st.wtype, "status": st.status, "shard": st.shard}
+            for st in self.runs.values()
+            if status is None or st.status == status
+        ]
+
+    def _counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for st in self.all:
+            out[st.status] = out.get(st.status, 0) + 1
+        return out
+
+    def _stop_runs(self) -> None:
+        for ref in list(self.monitors):  # a run stopped for shutdown resumes at the next open: not a death
+            _e.demonitor(ref, flush=True)
+        self.monitors.clear()
+        pids = [st.pid for st in self.all if st.pid is not None and st.status == RUNNING]
+        for pid in pids:
+            _e.exit(pid, "kill")
+        for pid in pids:
+            _e.exit_reason(pid, timeout=5)
+
+
+def _describe(st: _RunState) -> dict[str, Any]:
+    h = st.machine.history
+    return {
+        "id": st.id,
+        "run": st.run,
+        "type": st.wtype,
+        "version": st.version,
+        "status": st.status,
+        "shard": st.shard,
+        "input": st.input,
+        "started": st.started,
+        "finished": st.finished,
+        "result": st.outcome[1] if st.outcome and st.outcome[0] == "ok" else None,
+        "error": st.outcome[1] if st.outcome and st.outcome[0] == "error" else None,
+        "journal": [(lsn, rec) for lsn, rec in h.records],
+        "parked": st.parked and st.status == RUNNING,
+    }
