@@ -19,9 +19,17 @@ it touches a step (spec §2.5):
   child's result (a failure is re-raised).
 
 Cancelling a slot that waits takes its request back (``engine.cancel(id)`` does so while ``id`` has
-no run yet).  Once the run runs, cancel or terminate the run, not its slot: a terminated slot keeps
-its turn.  Requests carry their start time, so slots whose requests race still queue in start order.  The newest start's limit wins: the limit
-travels in every request and release.
+no run yet).  A cancel that lands on the slot once it has asked for the run goes on to the run, and
+the slot keeps the turn until the run ends (:func:`run_child`).  Terminate the run, not its slot: a
+terminated slot keeps its turn.  Requests carry their start time, so slots whose requests race
+still queue in start order (which of two racing first requests takes a free turn first is not
+ordered).  The newest start's limit wins: the limit travels in every request and release.
+
+A coordinator that ends other than by continuing as new (terminated, failed) loses its state.  Every
+event a slot sends goes to a live coordinator (:func:`deliver`, :func:`ensure_coordinator`): one
+started after an earlier run of its ID ended rebuilds its holders and queue from the running slots
+(:func:`survey`, :func:`slot_phase`).  ``engine.terminate`` on a coordinator starts the new one at
+once; otherwise the next slot to ask or give back does.  A coordinator ignores a cancel.
 """
 
 from __future__ import annotations
@@ -30,7 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import delay as _delay
-from .errors import Cancelled
+from . import records as r
+from .errors import Cancelled, Error, NotFound
+from .workflow import IdPolicy
 
 __all__ = [
     "SLOT_TYPE",
@@ -41,6 +51,8 @@ __all__ = [
     "slot_id",
     "coordinator_id",
     "slot_input",
+    "request_dedup",
+    "ask_for_slot",
     "key_of",
     "start_plan",
     "following",
@@ -49,6 +61,12 @@ __all__ = [
     "admit",
     "request",
     "release",
+    "slot_phase",
+    "rebuild",
+    "survey",
+    "ensure_coordinator",
+    "deliver",
+    "run_child",
     "slot",
     "coordinator",
     "workflows",
@@ -264,7 +282,217 @@ def admit(t: Turns) -> tuple[Turns, tuple[str, ...]]:
     return Turns(t.limit, t.queue[room:], t.running + taken, t.events, orders), taken
 
 
+# -- rebuilding a coordinator's state from its slots -------------------------------------
+
+
+def slot_phase(journal: Any, coordinator: str) -> str | None:
+    """Where a running slot stands with ``coordinator``, from its journal (``(lsn, record)`` pairs, as
+    ``describe`` gives them): ``"holding"`` once an :data:`ADMIT` came, ``None`` once it sent its
+    release (the turn or the request given back: recorded before it is delivered, so this holds
+    even for a release a dead coordinator never got), else ``"waiting"`` (its request may not be
+    recorded yet, but it comes: a slot asks before anything else)."""
+    phase: str | None = "waiting"
+    for _, rec in journal:
+        if type(rec) is r.Send and rec.target == coordinator and rec.name == EVENT and isinstance(rec.payload, dict):
+            if rec.payload.get("kind") == "release":
+                phase = None
+        elif type(rec) is r.Signal and rec.name == ADMIT and phase == "waiting":
+            phase = "holding"
+    return phase
+
+
+def rebuild(limit: int, holders: Any, waiting: Any) -> Turns:
+    """A coordinator's state from its slots: ``holders`` (IDs holding a turn) and ``waiting``
+    (``(id, order)`` pairs, ``order`` None for a request without one), queued in start order."""
+    t = Turns(limit, (), tuple(dict.fromkeys(holders)))
+    for id, order in waiting:
+        t = on_event(t, request(id, limit, order))
+    return Turns(t.limit, t.queue, t.running, 0, t.orders)
+
+
+def survey(engine: Any, coordinator: str, limit: int) -> Turns:
+    """The state of ``coordinator`` rebuilt from the running slots that name it, on every shard
+    (:func:`slot_phase` of each; waiting ones in start order: their ``order``, else when the slot
+    started).  What a coordinator started after an earlier run of its ID ended other than by
+    continuing as new (terminated, failed) begins with: that run's state is not trusted to exist."""
+    holders: list[tuple[float, str]] = []
+    waiting: list[tuple[float, float, str, Any]] = []
+    for shard in range(engine.shards):
+        for d in engine._call(shard, ("list", None)):
+            if d["type"] != SLOT_TYPE or d["status"] != "running":
+                continue
+            try:
+                desc = engine._call(shard, ("describe", d["id"]))
+            except NotFound:
+                continue
+            q = desc["input"]
+            if not isinstance(q, dict) or type(q.get("id")) is not str or type(q.get("type")) is not str:
+                continue
+            key = q.get("key")
+            if coordinator_id(q["type"], key if type(key) is str else None) != coordinator:
+                continue
+            phase = slot_phase(desc["journal"], coordinator)
+            started = float(desc["started"] or 0.0)
+            if phase == "holding":
+                holders.append((started, q["id"]))
+            elif phase == "waiting":
+                order = q.get("order")
+                order = order if type(order) in (int, float) else None
+                waiting.append((started if order is None else float(order), started, q["id"], order))
+    holders.sort()
+    waiting.sort(key=lambda w: w[:3])
+    return rebuild(limit, [id for _, id in holders], [(id, order) for _, _, id, order in waiting])
+
+
+def ensure_coordinator(engine: Any, coordinator: str, limit: int, durable: bool = True) -> int:
+    """Attach to ``coordinator`` if it runs; else start it (rebuilt from its slots, :func:`survey`, when
+    an earlier run of its ID ended: a terminated or failed one's state is lost).  Returns its run
+    number once its ``Start`` is durable (``durable`` False: at once).  Idempotent."""
+    shard = engine._shard(coordinator)
+    plain = Turns(limit).plain()
+    try:
+        engine._call(shard, ("run_of", coordinator))
+    except NotFound:
+        pass
+    else:
+        # an earlier run: if it has ended by the time the start below lands, rebuild (a running one is attached to)
+        plain["rebuild"] = True
+    wf = engine._workflow(COORDINATOR_TYPE)
+    st, lsn = engine._call(shard, ("start", wf, coordinator, plain, IdPolicy("attach", "start_new")))
+    if durable:
+        engine._durable(shard, lsn)
+    return st.run
+
+
+#: Tries :func:`deliver` makes before it gives up (each one starts a coordinator that then ended).
+DELIVER_TRIES = 100
+
+
+def deliver(engine: Any, coordinator: str, limit: int, event: Any, dedup: str) -> int:
+    """Signal ``event`` to a live ``coordinator`` (:func:`ensure_coordinator` first; again if it ended
+    before the signal landed); returns once the signal is durable there.  ``dedup`` makes a resend
+    (a replayed step) a no-op."""
+    shard = engine._shard(coordinator)
+    for _ in range(DELIVER_TRIES):
+        # no wait for its Start: the signal's, later in the same shard's journal, covers it
+        ensure_coordinator(engine, coordinator, limit, durable=False)
+        try:
+            lsn = engine._call(shard, ("signal", coordinator, EVENT, event, dedup))
+        except NotFound:
+            lsn = None
+        if lsn is not None:
+            engine._durable(shard, lsn)
+            return lsn
+    raise Error(f"coordinator {coordinator!r} ended {DELIVER_TRIES} times before taking an event")
+
+
+def request_dedup(slot: str, run: int) -> str:
+    """The dedup key of slot run ``run`` of ``slot``'s request: whoever delivers it first (the start,
+    or the slot itself), the coordinator takes it once."""
+    return f"{slot}/{run}/request"
+
+
+def ask_for_slot(engine: Any, slot: str, run: int, q: dict[str, Any]) -> int:
+    """Deliver slot run ``run``'s request (input ``q``) to its coordinator, as the slot itself would
+    (same event, same dedup key): :meth:`fusee.Engine.start` does so before it returns, so starts made
+    one after another reach the coordinator, and are admitted, in that order."""
+    limit = max(1, int(q.get("limit", 1)))
+    event = request(q["id"], limit, q.get("order"))
+    return deliver(engine, coordinator_id(q["type"], q.get("key")), limit, event, request_dedup(slot, run))
+
+
 # -- the workflows (the imperative shell, on ctx) -----------------------------------------
+
+
+def _ask(ctx: Any, coordinator: str, id: str, limit: int, order: Any) -> None:
+    """Ask for a turn: a ``read_only`` step delivering the request to a live coordinator (:func:`deliver`),
+    with nothing to wait for in between (so requests of starts made one after another arrive in
+    that order).  A survey counts a slot waiting until it gives back, so an unrecorded request is
+    never lost with a coordinator."""
+    engine = ctx._st.engine
+    dedup = request_dedup(ctx.workflow_id, ctx.run_id)
+    ctx.step(
+        "fusee.request",
+        lambda: deliver(engine, coordinator, limit, request(id, limit, order), dedup) is not None,
+        read_only=True,
+    )
+
+
+def _give_back(ctx: Any, coordinator: str, id: str, limit: int) -> None:
+    """Give the turn (or the request) back: a ``Send`` (recorded before it is delivered, so a survey sees
+    it), then a step making sure a coordinator runs (if the one sent to had ended, the new one is
+    rebuilt without this slot).  A cancel landing here changes nothing: it is taken and the turn
+    still goes back (a run takes one cancel, so this retries at most once)."""
+    engine = ctx._st.engine
+    while True:
+        try:
+            ctx.signal_workflow(coordinator, EVENT, release(id, limit))
+            ctx.step("fusee.coordinator", lambda: ensure_coordinator(engine, coordinator, limit), read_only=True)
+            return
+        except Cancelled:
+            continue
+
+
+def run_child(ctx: Any, wtype: str, id: str, input: Any, timeout: Any = None) -> Any:
+    """``ctx.child(wtype, id, input, parent_close="abandon", timeout=timeout)`` for a slot or delay run
+    that starts a run on someone's behalf: a cancel of the caller that lands once the child has been
+    asked for (its ``Child`` recorded) is forwarded to the child (:func:`_forward_cancel`), and this
+    still waits for the child's end and returns (or raises) its outcome, so the caller ends only
+    when the run it started does.  A cancel that lands before: raised here (nothing was started)."""
+    from .replay import Replay, _replay_of
+
+    st = ctx._st
+    m = st.machine
+    h = m.history
+    seq = m.next_seq
+    try:
+        op = ctx._child_op(wtype, id, input, "abandon", timeout, True)
+    except Cancelled as exc:
+        asked = h.op(seq)
+        if asked is None or asked.armed is None:
+            raise  # the child was never asked for
+        return _forward_cancel(ctx, seq, exc.reason)
+    if type(op) is Replay:
+        return op.result()
+    while True:
+        got = h.op(seq)
+        # the same order as replay: the child's end counts if it was recorded before any cancel
+        if got is not None and got.done is not None and (not m.cancelling or got.turn < h.cancel_turn):
+            m._handed += 1
+            return _replay_of(got).result()
+        if m.cancelling:
+            exc = m.take_cancel()
+            return _forward_cancel(ctx, seq, exc.reason)
+        ctx._pause(None)
+
+
+def _forward_cancel(ctx: Any, seq: int, reason: Any) -> Any:
+    """Cancel the child of operation ``seq`` (a step: asked for again first, in case a crash came between
+    its ``Child`` and its start; a child that ended already is not touched), then wait for its end."""
+    from .replay import _replay_of
+    from .run import _parent_ref
+
+    st = ctx._st
+    engine = st.engine
+    m = st.machine
+    h = m.history
+    rec = h.op(seq).armed
+    parent = _parent_ref(st, seq, True)
+
+    def forward() -> bool:
+        shard = engine._shard(rec.id)
+        engine._durable(shard, engine._call(shard, ("child", rec, parent)))
+        lsn = engine._call(shard, ("cancel", rec.id, reason))
+        engine._durable(shard, lsn)
+        return lsn is not None
+
+    ctx.step("fusee.cancel", forward)
+    while True:
+        got = h.op(seq)
+        if got is not None and got.done is not None:
+            m._handed += 1
+            return _replay_of(got).result()
+        ctx._pause(None)
 
 
 def slot(ctx: Any, q: dict[str, Any]) -> Any:
@@ -272,47 +500,73 @@ def slot(ctx: Any, q: dict[str, Any]) -> Any:
 
     Cancelled while waiting: the request is withdrawn and the slot ends cancelled.  Once admitted,
     the child's result is returned and its failure re-raised (:class:`fusee.ChildFailed`); the
-    turn is released however the child ends (but not if the slot itself is terminated).
+    turn is released however the child ends (but not if the slot itself is terminated).  A cancel
+    of the slot once the child has been asked for goes on to the child, and the turn is kept until
+    the child ends (:func:`run_child`).  Every event goes to a live coordinator (:func:`_ask`,
+    :func:`_give_back`).
     """
     wtype, id = q["type"], q["id"]
     limit = max(1, int(q.get("limit", 1)))
     coordinator_ = coordinator_id(wtype, q.get("key"))
-    # One coordinator per type or key: a start attaches to it while it runs.
-    ctx.start_child(COORDINATOR_TYPE, coordinator_, Turns(limit).plain(), parent_close="abandon")
-    ctx.signal_workflow(coordinator_, EVENT, request(id, limit, q.get("order")))
     try:
+        # One coordinator per type or key: a slot attaches to it while it runs, else starts it (rebuilt).
+        _ask(ctx, coordinator_, id, limit, q.get("order"))
         ctx.wait_for(ADMIT)
     except Cancelled:
-        ctx.signal_workflow(coordinator_, EVENT, release(id, limit))  # take the request back
+        _give_back(ctx, coordinator_, id, limit)  # take the request back
         raise
     try:
-        return ctx.child(wtype, id, q.get("input"), parent_close="abandon", timeout=q.get("timeout"))
+        return run_child(ctx, wtype, id, q.get("input"), q.get("timeout"))
     finally:
-        ctx.signal_workflow(coordinator_, EVENT, release(id, limit))  # the turn goes back
+        _give_back(ctx, coordinator_, id, limit)  # the turn goes back
+
+
+def _uncancellable(fn: Any) -> Any:
+    """``fn()``, again if a cancel lands in it (a coordinator is not cancelled: its queue would be lost)."""
+    while True:
+        try:
+            return fn()
+        except Cancelled:
+            continue
 
 
 def coordinator(ctx: Any, state: Any) -> Any:
     """The coordinator ``fusee.concurrency/<type>[/<key>]``: admit in request order, forever.
 
     Continues as new with its state every :data:`EVENTS_PER_RUN` events, first taking every
-    event already delivered (so none is left behind in the old run's journal).
+    event already delivered (so none is left behind in the old run's journal).  Started with
+    ``"rebuild"`` (an earlier run of its ID ended otherwise: terminated or failed), its state is
+    first rebuilt from the slots (:func:`survey`).  A cancel is ignored.  Answers the query
+    ``"turns"`` with its state (:meth:`Turns.plain`).
     """
     t = Turns.of_plain(state)
-    while True:
+    if isinstance(state, dict) and state.get("rebuild"):
+        engine, me, limit = ctx._st.engine, ctx.workflow_id, t.limit
+        t = Turns.of_plain(
+            _uncancellable(lambda: ctx.step("fusee.rebuild", lambda: survey(engine, me, limit).plain(), read_only=True))
+        )
+    now = [t]
+    ctx.on_query("turns", lambda _arg: now[0].plain())
+
+    def admit_all(t: Turns) -> Turns:
         t, admitted = admit(t)
+        now[0] = t
         for id in admitted:
-            ctx.signal_workflow(slot_id(id), ADMIT, True)
+            _uncancellable(lambda: ctx.signal_workflow(slot_id(id), ADMIT, True))
+        return t
+
+    while True:
+        t = admit_all(t)
         if t.events >= EVENTS_PER_RUN:
             while True:  # drain what was delivered already: a signal is never left behind
-                e = ctx.wait_for(EVENT, timeout=0)
+                e = _uncancellable(lambda: ctx.wait_for(EVENT, timeout=0))
                 if e is None:
                     break
                 t = on_event(t, e)
-            t, admitted = admit(t)
-            for id in admitted:
-                ctx.signal_workflow(slot_id(id), ADMIT, True)
+            t = admit_all(t)
             return ctx.continue_as_new(Turns(t.limit, t.queue, t.running, 0, t.orders).plain())
-        t = on_event(t, ctx.wait_for(EVENT))
+        t = on_event(t, _uncancellable(lambda: ctx.wait_for(EVENT)))
+        now[0] = t
 
 
 def workflows() -> list[Any]:

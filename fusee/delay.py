@@ -4,7 +4,7 @@ A coordinator run ``fusee.delay/<id>`` (type ``fusee.delay``) sleeps on a durabl
 the time, then starts the run under its ID as a child that outlives it (``parent_close=
 "abandon"``) and returns that run's result.  It survives crashes like any timer; ``result(id)``
 works before the run exists (it follows the delay run); cancelling the delay run before the time
-cancels the start.
+cancels the start, and after it goes on to the run started.
 
 The run started may itself be a concurrency slot (a delayed start of a limited type): the
 delay's input then names the slot, and the chain is delay -> slot -> run.
@@ -53,9 +53,13 @@ def delay_input(
 def delayed(ctx: Any, d: dict[str, Any]) -> Any:
     """The delay run: sleep durably until ``d["at"]``, then run ``d["type"]`` as a child that outlives
     it and return its result (a failure is re-raised).  Cancelled before the time: nothing starts,
-    and the delay run ends cancelled."""
+    and the delay run ends cancelled.  Cancelled once the child has been asked for (the window
+    before ``cancel(id)`` finds the run itself): the cancel goes on to the child, and the delay run
+    ends with it (:func:`fusee.concurrency.run_child`)."""
+    from .concurrency import run_child
+
     ctx.sleep_until("due", d["at"])
-    return ctx.child(d["type"], d.get("target", d["id"]), d.get("input"), parent_close="abandon", timeout=d.get("timeout"))
+    return run_child(ctx, d["type"], d.get("target", d["id"]), d.get("input"), d.get("timeout"))
 
 
 def workflows() -> list[Any]:

@@ -399,6 +399,10 @@ class Engine:
         shard = self._shard(via)
         st, lsn = self._call(shard, ("start", self._workflows[wtype], via, via_input, policy))
         self._durable(shard, lsn)
+        if wtype == _concurrency.SLOT_TYPE and st.status == RUNNING:
+            # The request is at the coordinator (durable) before this start returns, so starts made
+            # one after another are admitted in that order; the slot's own request is then a no-op.
+            _concurrency.ask_for_slot(self, via, st.run, via_input)
         return _Following(self, st, id)
 
     def execute(
@@ -497,7 +501,9 @@ class Engine:
         """Cancel the run: ``Cancelled`` is raised in it at its next operation; True once durable, False if it has ended.
 
         A start that waits (queued behind a limit, or delayed) is withdrawn: its slot or delay run
-        is cancelled instead, and the run never starts.
+        is cancelled instead, and the run never starts.  One whose slot or delay run is starting the
+        run already: that run is cancelled (the slot or delay run passes the cancel on, and a slot
+        keeps its turn until the run ends).
         """
         st = self._lookup(id)
         if st is None or st.status != RUNNING:
@@ -510,10 +516,22 @@ class Engine:
         return lsn is not None
 
     def terminate(self, id: str, reason: Any = None) -> bool:
-        """End the run at once (no compensation); True once durable, False if it had ended."""
+        """End the run at once (no compensation); True once durable, False if it had ended.
+
+        A concurrency coordinator (``fusee.concurrency/...``) is started again at once, its queue and
+        holders rebuilt from its slots (:func:`fusee.concurrency.survey`): the slots waiting on it are
+        not stranded, and the limit still holds.
+        """
         shard = self._shard(id)
+        before = self._lookup(id) if id.startswith(_concurrency.COORDINATOR_TYPE + "/") else None
         lsn = self._call(shard, ("terminate", id, reason))
         self._durable(shard, lsn)
+        if before is not None and before.wtype == _concurrency.COORDINATOR_TYPE:
+            try:
+                limit = _concurrency.Turns.of_plain(before.input).limit
+            except (TypeError, ValueError):
+                limit = 1
+            _concurrency.ensure_coordinator(self, id, limit)
         return lsn is not None
 
     def query(self, id: str, name: str, arg: Any = None) -> Any:

@@ -77,6 +77,7 @@ class _RunState:
         "parking",
         "parked",
         "wake_pending",
+        "inherited",
     )
 
     def __init__(self, engine: "Engine", shard: int, start: r.Start, machine: Machine, wf: Workflow | None) -> None:
@@ -111,6 +112,9 @@ class _RunState:
         self.parking = False
         self.parked = False
         self.wake_pending = False
+        # the signal dedup keys the runs before this one of its chain (continue-as-new) had seen, in the
+        # order seen: from ``Start.origin["dedup"]``; a signal with one of them is a redelivery, dropped
+        self.inherited: dict[Any, None] = _inherited_dedups(start.origin)
 
     def append(self, rec: Any) -> int:
         """Journal ``rec`` (encoding first: ``NotSerializable`` records nothing) and feed it to the machine."""
@@ -158,6 +162,33 @@ class _RunState:
         return ("error", Failed(payload))
 
 
+# at most this many signal dedup keys go on from a run to the next of its chain (continue-as-new)
+INHERITED_DEDUPS = 1024
+
+
+def _inherited_dedups(origin: Any) -> dict[Any, None]:
+    """The dedup keys a ``Start.origin`` carries (``{"run": n, "dedup": [keys]}``), as an ordered set."""
+    keys = origin.get("dedup") if type(origin) is dict else None
+    if type(keys) is not list:
+        return {}
+    return dict.fromkeys(k for k in keys if type(k) in (str, int))
+
+
+def _origin_of(st: _RunState) -> dict[str, Any]:
+    """The ``Start.origin`` of the run that follows ``st`` (continue-as-new): ``st``'s run number and the
+    last :data:`INHERITED_DEDUPS` signal dedup keys its chain has seen, so a signal delivered to ``st`` and
+    delivered again (a ``Send`` redelivered at an open) is not taken by the next run."""
+    keys = dict(st.inherited)
+    for sig in st.machine.history.received:
+        if sig.dedup is not None:
+            keys.pop(sig.dedup, None)
+            keys[sig.dedup] = None
+    out: dict[str, Any] = {"run": st.run}
+    if keys:
+        out["dedup"] = list(keys)[-INHERITED_DEDUPS:]
+    return out
+
+
 def _parent_ref(st: _RunState, seq: int, wait: bool) -> dict[str, Any]:
     """The ``Start.parent`` of a child begun by operation ``seq`` of ``st``: where its result goes."""
     return {"shard": st.shard, "run": st.run, "seq": seq, "id": st.id, "wait": wait}
@@ -168,6 +199,13 @@ def _same_parent(a: Any, b: Any) -> bool:
     if type(a) is not dict or type(b) is not dict:
         return False
     return all(a.get(k) == b.get(k) for k in ("shard", "run", "seq", "id"))
+
+
+def _same_parent_run(a: Any, b: Any) -> bool:
+    """Whether two parent refs name the same parent run (shard, run, id), whatever its operation."""
+    if type(a) is not dict or type(b) is not dict:
+        return False
+    return all(a.get(k) == b.get(k) for k in ("shard", "run", "id"))
 
 
 def _tell_parents(st: _RunState) -> None:
@@ -188,21 +226,36 @@ def _tell_parents(st: _RunState) -> None:
     _e.spawn(tell, dispatcher=engine._journal.home(st.shard))
 
 
-def _close_children(st: _RunState) -> None:
-    """The parent ``st`` ended: once its ``Done`` is durable (a crash must not take back the end that closed
-    them), tell the shard server of each child it started and does not abandon."""
-    engine = st.engine
-    tells = []
+def _children_to_close(st: _RunState) -> list[r.Child]:
+    """The ``Child`` records of ``st`` whose child its end closes: not abandoned, and not known ended
+    (no ``ChildDone``, or one that says only ``started``)."""
+    out = []
     for op in st.machine.history.ops:
         if op.kind != CHILD or op.armed is None or op.armed.parent_close == "abandon":
             continue
         if op.done is not None and op.done.status != "started":
             continue
-        rec = op.armed
+        out.append(op.armed)
+    return out
+
+
+def _close_children(st: _RunState, durable: bool = False) -> None:
+    """The parent ``st`` ended: once its ``Done`` is durable (a crash must not take back the end that closed
+    them), tell the shard server of each child it started and does not abandon.  Idempotent (the child's
+    server acts only on a running child this parent started): the open does it again for every ended
+    parent (:meth:`fusee.shard._ShardServer._resume`), as a crash may have lost the first telling;
+    ``durable``: the ``Done`` is known durable (recovered), so the tellings are sent here and now."""
+    engine = st.engine
+    tells = []
+    for rec in _children_to_close(st):
         shard = shard_of(rec.id, engine.shards)
         if shard < len(engine._servers):
             tells.append((engine._servers[shard], (_PARENT_CLOSED, rec.id, _parent_ref(st, rec.seq, False), rec.parent_close)))
     if not tells:
+        return
+    if durable:
+        for server, msg in tells:
+            _e.send(server, msg)
         return
 
     def tell() -> None:
@@ -334,6 +387,7 @@ class Ctx:
             at = st.deadline  # wake at the run's deadline (then _check_cancel ends it)
         if st.parking:
             raise _Parked()
+        st.wake_pending = False  # the caller looked at what was recorded for it: a wake from now on is new
         st.waiting_since = engine._clock.now()
         st.wake_at = at
         if engine._parks:

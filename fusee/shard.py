@@ -33,8 +33,12 @@ from .run import (
     RUNNING,
     _deliver_send,
     _RunState,
+    _children_to_close,
+    _close_children,
+    _origin_of,
     _run_main,
     _same_parent,
+    _same_parent_run,
     _tell_parents,
 )
 
@@ -76,7 +80,12 @@ class _ShardServer(_gs.GenServer):
         """After every shard's server started (``Engine.open``): start the recovered runs' processes, start the
         next run of a chain whose ``continued`` end was recorded but whose new run was not, and redeliver the
         ``Send`` records of unfinished runs (their targets deduplicate).  A waiting parent re-asks its children
-        as its code replays to their ``Child`` operations (:meth:`Ctx._child_op`)."""
+        as its code replays to their ``Child`` operations (:meth:`Ctx._child_op`).  Every ended parent (its
+        ``Done`` recovered, so durable) closes its children again: a crash just after its ``Done`` became
+        durable may have lost the first telling (:func:`fusee.run._close_children`, idempotent)."""
+        for st in list(self.all):
+            if st.status != RUNNING and st.machine.history.done is not None:
+                _close_children(st, durable=True)
         for st in list(self.runs.values()):
             if st.status == "continued":
                 self._continue(st, st.outcome[1])  # type: ignore[index]
@@ -108,10 +117,12 @@ class _ShardServer(_gs.GenServer):
 
     def _child(self, rec: r.Child, parent: dict[str, Any]) -> int:
         """Start child ``rec.id`` for ``parent`` (idempotent): a running run of that ID is attached to, one this
-        parent started already is taken as is (ended: its outcome is sent at once); else a new run starts.
-        Returns the LSN of the child's ``Start``."""
+        parent run started already (by this operation or an earlier one, as ``start_child`` then ``child``)
+        is taken as is (ended: its outcome is sent at once); else a new run starts.  Returns the LSN of
+        the child's ``Start``.  (An attach to a run another parent started is not recorded in that
+        run: if its ``ChildDone`` is lost in a crash and the run has ended, a new run starts.)"""
         cur = self.runs.get(rec.id)
-        if cur is not None and (cur.status == RUNNING or _same_parent(cur.parent, parent)):
+        if cur is not None and (cur.status == RUNNING or _same_parent_run(cur.parent, parent)):
             st = cur
         else:
             wf = self.engine._workflow(rec.wtype)
@@ -145,7 +156,7 @@ class _ShardServer(_gs.GenServer):
         if self.runs.get(st.id) is not st:
             return self.runs[st.id]
         wf = self.engine._workflow(st.wtype)
-        new, _ = self._start(wf, st.id, input, IdPolicy("fail", "start_new"), st.deadline, st.parent, {"run": st.run})
+        new, _ = self._start(wf, st.id, input, IdPolicy("fail", "start_new"), st.deadline, st.parent, _origin_of(st))
         for sig in st.machine.history.unconsumed:  # signals that raced the end go on to the new run, not lost
             self._deliver(new, r.Signal(new.run, sig.name, sig.dedup, sig.payload))
         for p in st.parents:
@@ -271,12 +282,16 @@ class _ShardServer(_gs.GenServer):
         self._spawn(st)
 
     def _ensure_loaded(self, st: _RunState) -> None:
-        """Wake ``st`` (something for it was just recorded): load it if parked, else wake its process."""
+        """Wake ``st`` (something for it was just recorded): load it if parked, else wake its process.
+
+        A loaded run woken is marked ``wake_pending`` until it pauses again (``Ctx._pause``): parked in
+        between (a park tick before its process ran), :meth:`_parked_now` loads it again at once."""
         if st.parked:
             self._load(st)
         elif st.parking:
             st.wake_pending = True
         elif st.pid is not None:
+            st.wake_pending = True
             _e.send(st.pid, _WAKE)
 
     def _forget(self, now: float) -> None:
@@ -313,6 +328,9 @@ class _ShardServer(_gs.GenServer):
                 out.extend(recs)
             elif not _parking.expired(st.finished, now, e._retention):
                 out.append(recs[0])
+                closes = {(c.run, c.seq) for c in _children_to_close(st)}
+                if closes:  # the Child records its end closes, for the open to close them again
+                    out.extend((lsn, rec) for lsn, rec in recs if type(rec) is r.Child and (rec.run, rec.seq) in closes)
                 out.append(recs[-1])
         out.sort(key=lambda p: p[0])
         bodies = [(lsn, r.encode_record(rec)) for lsn, rec in out]
@@ -428,6 +446,8 @@ class _ShardServer(_gs.GenServer):
         st = self._find(id)
         if st.status != RUNNING:
             return None
+        if st.inherited and type(dedup) in (str, int) and dedup in st.inherited:  # seen by a run before it (continue-as-new)
+            return st.start_lsn
         return self._deliver(st, r.Signal(st.run, name, dedup, value))
 
     def _cancel(self, id: str, reason: Any) -> int | None:

@@ -8,6 +8,7 @@ import ensemble as e
 import fusee
 from ensemble import NOMATCH, TIMEOUT
 from fusee import records as r
+from fusee.testing import wait_until
 
 SEG = 1 << 20
 PROBE: dict[str, object] = {}
@@ -175,3 +176,109 @@ def test_a_run_past_its_timeout_ends_timed_out(opener):
 def test_a_timed_out_child_raises_child_failed(opener):
     eng = opener([slow, parent_of_slow])
     assert "timed_out" == eng.execute(parent_of_slow, "ps", timeout=10)
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+@pytest.mark.parametrize(("how", "error"), [("terminate", fusee.Terminated), ("request_cancel", fusee.Cancelled)])
+def test_an_open_closes_the_children_of_a_parent_whose_close_was_lost(tmp_path, monkeypatch, how, error, checkpoint):
+    """A crash just after a parent's ``Done`` is durable loses the telling of its children: the open does it again."""
+    from fusee import run as fusee_run
+
+    path = str(tmp_path / "data")
+    wfs = [waiter, parent_of_waiter]
+    real = fusee_run._close_children
+    monkeypatch.setattr(fusee_run, "_close_children", lambda st: None)  # the close is lost
+    eng = fusee.Engine.open(path, wfs, shards=3, segment_size=SEG, checkpoint_on_shutdown=checkpoint)
+    assert "started" == eng.execute(parent_of_waiter, "pw", how, timeout=10)
+    await_probe("waiting")
+    assert "running" == eng.describe("c-wait")["status"]
+    eng.shutdown()
+    monkeypatch.setattr(fusee_run, "_close_children", real)
+    with fusee.Engine.open(path, wfs, shards=3, segment_size=SEG) as eng:
+        assert (eng.metrics()["recovered_log_records"] == 0) is checkpoint
+        with pytest.raises(error):
+            eng.result("c-wait", timeout=10)
+        assert eng.describe("c-wait")["status"] == {"terminate": "terminated", "request_cancel": "cancelled"}[how]
+        assert "started" == eng.result("pw", timeout=10)
+    with fusee.Engine.open(path, wfs, shards=3, segment_size=SEG) as eng:  # again: nothing more happens
+        with pytest.raises(error):
+            eng.result("c-wait", timeout=10)
+        assert eng.describe("c-wait")["run"] == eng.describe("c-wait")["journal"][0][1].run
+
+
+def test_an_open_leaves_an_abandoned_child_and_a_child_started_since_by_another_alone(tmp_path, monkeypatch):
+    from fusee import run as fusee_run
+
+    path = str(tmp_path / "data")
+    wfs = [waiter, parent_of_waiter]
+    monkeypatch.setattr(fusee_run, "_close_children", lambda st: None)
+    with fusee.Engine.open(path, wfs, shards=3, segment_size=SEG) as eng:
+        assert "started" == eng.execute(parent_of_waiter, "pw", "abandon", timeout=10)
+        await_probe("waiting")
+        assert "started" == eng.execute(parent_of_waiter, "pt", "terminate", timeout=10)  # attached to c-wait
+    monkeypatch.undo()
+    with fusee.Engine.open(path, wfs, shards=3, segment_size=SEG) as eng:
+        await_probe("waiting")  # replayed to its wait
+        assert "running" == eng.describe("c-wait")["status"]  # "pt" did not start it: not its to close
+        eng.signal("c-wait", "go", 7)
+        assert 7 == eng.result("c-wait", timeout=10)
+
+
+@fusee.workflow("relay")
+def relay(ctx, seen):
+    seen = seen + [ctx.wait_for("go")]
+    if len(seen) < 3:
+        ctx.continue_as_new(seen)
+    return seen
+
+
+@fusee.workflow("sender_then_wait")
+def sender_then_wait(ctx, target):
+    ctx.signal_workflow(target, "go", "from-sender")
+    return ctx.wait_for("end")  # unfinished: every open delivers its Send again
+
+
+def _signals(eng, id):
+    return [(s.dedup, s.payload) for _, s in eng.describe(id)["journal"] if type(s) is r.Signal]
+
+
+def test_a_send_delivered_again_after_its_target_continued_as_new_is_dropped(opener):
+    from fusee.replay import send_dedup
+
+    eng = opener([relay, sender_then_wait])
+    first = eng.start(relay, "t", [])
+    eng.start(sender_then_wait, "s", "t")
+    wait_until(lambda: eng.describe("t")["run"] != first.run, 10, "the target continued as new")
+    key = send_dedup("s", eng.describe("s")["run"], 0)
+    second = eng.describe("t")
+    assert second["journal"][0][1].origin == {"run": first.run, "dedup": [key]}
+    assert eng.signal("t", "go", "again", dedup=key)  # the Send delivered again: accepted, dropped
+    assert _signals(eng, "t") == []
+    assert eng.signal("t", "go", "x", dedup="mine")
+    wait_until(lambda: eng.describe("t")["run"] != second["run"], 10, "the target continued again")
+    assert eng.describe("t")["journal"][0][1].origin["dedup"] == [key, "mine"]  # the chain's keys go on
+    assert eng.signal("t", "go", "again", dedup=key) and eng.signal("t", "go", "again", dedup="mine")
+    assert _signals(eng, "t") == []
+    assert eng.signal("t", "go", "y")
+    assert eng.result("t", timeout=10) == ["from-sender", "x", "y"]
+
+
+def test_the_inherited_dedup_keys_survive_a_reopen(tmp_path):
+    from fusee.replay import send_dedup
+
+    path = str(tmp_path / "data")
+    wfs = [relay, sender_then_wait]
+    with fusee.Engine.open(path, wfs, shards=3, segment_size=SEG) as eng:
+        first = eng.start(relay, "t", [])
+        eng.start(sender_then_wait, "s", "t")
+        wait_until(lambda: eng.describe("t")["run"] != first.run, 10, "the target continued as new")
+        key = send_dedup("s", eng.describe("s")["run"], 0)
+    for checkpoint in (True, False):
+        with fusee.Engine.open(path, wfs, shards=3, segment_size=SEG, checkpoint_on_shutdown=checkpoint) as eng:
+            # the open delivered the sender's Send again; the new run of "t" holds the key in its Start
+            assert eng.signal("t", "go", "again", dedup=key)
+            assert _signals(eng, "t") == []
+    with fusee.Engine.open(path, wfs, shards=3, segment_size=SEG) as eng:
+        assert eng.signal("t", "go", "x") and eng.signal("t", "go", "y")
+        assert eng.result("t", timeout=10) == ["from-sender", "x", "y"]
+        assert eng.signal("s", "end", 1) and eng.result("s", timeout=10) == 1

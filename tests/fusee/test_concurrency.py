@@ -453,3 +453,241 @@ def test_the_coordinator_continues_as_new_and_keeps_the_queue(opener, monkeypatc
     coord = eng.describe(c.coordinator_id("sync2"))
     assert coord["status"] == "running"
     assert len(coord["journal"]) < 40  # a fresh journal: the chain continued as new
+
+
+# -- a coordinator that ends other than by continuing as new ----------------------------------
+
+
+def test_slot_phase_and_rebuild_are_pure():
+    from fusee import records as r
+
+    cid = c.coordinator_id("t")
+    send = lambda kind: r.Send(0, 1, cid, c.EVENT, {"kind": kind, "id": "x", "limit": 1})  # noqa: E731
+    admit = r.Signal(0, c.ADMIT, "d", True)
+    assert c.slot_phase([], cid) == "waiting"  # its request comes, recorded or not
+    assert c.slot_phase([(1, admit)], cid) == "holding"
+    assert c.slot_phase([(1, admit), (2, send("release"))], cid) is None
+    assert c.slot_phase([(1, send("release"))], cid) is None  # withdrawn
+    assert c.slot_phase([(1, send("release")), (2, admit)], cid) is None  # an ADMIT after: not taken
+    other = r.Send(0, 1, c.coordinator_id("u"), c.EVENT, {"kind": "release", "id": "x", "limit": 1})
+    assert c.slot_phase([(1, other)], cid) == "waiting"
+    t = c.rebuild(2, ["h1", "h2", "h1"], [("w1", 5.0), ("w0", 1.0), ("w2", None)])
+    assert t.running == ("h1", "h2") and t.queue == ("w0", "w1", "w2") and t.events == 0 and t.limit == 2
+    assert c.admit(t) == (t, ())
+
+
+def turns(eng, wtype="sync2"):
+    """The coordinator's state (its query ``"turns"``; ``None`` before its code answers queries)."""
+    try:
+        return eng.query(c.coordinator_id(wtype), "turns")
+    except fusee.Error:
+        return None
+
+
+def wait_turns(eng, wtype, pred, what):
+    """Wait until the coordinator's state satisfies ``pred`` (a state only its query shows); return it."""
+    from fusee.testing import wait_until
+
+    wait_until(lambda: (lambda t: t is not None and pred(t))(turns(eng, wtype)), timeout=10, what=what)
+    return turns(eng, wtype)
+
+
+def queued_behind(eng, ids, wtype="sync2"):
+    """Wait until the coordinator holds every one of ``ids`` in its queue (their requests are in)."""
+    return wait_turns(eng, wtype, lambda t: set(ids) <= set(t["queue"]), f"{ids} queued")
+
+
+def start_all(eng, wf, ids, tr, holders):
+    """Start ``ids`` (input ``{"n": i}``): the first ``holders`` one at a time, each once the one before
+    runs (the first requests race for the free turns), then the rest, which queue in start order."""
+    for i, id in enumerate(ids):
+        eng.start(wf, id, {"n": i})
+        if i < holders:
+            assert tr.take("start") == ("start", id)
+
+
+def release_in_order(eng, tr, ids, first_waiting):
+    """Let each of ``ids`` end in turn; after each, the next of ``ids`` from ``first_waiting`` on starts."""
+    for i, id in enumerate(ids):
+        eng.signal(id, "go")
+        while id in tr.running:
+            tr.take()
+        if first_waiting + i < len(ids):
+            assert tr.take("start") == ("start", ids[first_waiting + i])
+
+
+def test_a_terminated_coordinator_is_rebuilt_from_its_slots(opener):
+    """engine.terminate on the coordinator: a new one starts at once, its holders and queue rebuilt
+    from the slots; the waiting slots are all admitted, in start order, never more than 2 at once."""
+    eng = opener([sync2])
+    ids = [f"t{i}" for i in range(6)]
+    tr = Tracker(2)
+    start_all(eng, sync2, ids, tr, 2)
+    queued_behind(eng, ids[2:])
+    cid = c.coordinator_id("sync2")
+    old = eng.run(cid).run
+    assert eng.terminate(cid, "operator")
+    now = eng.describe(cid)
+    assert now["status"] == "running" and now["run"] != old
+    t = wait_turns(eng, "sync2", lambda t: t["queue"], "the new coordinator rebuilt")
+    assert sorted(t["running"]) == ["t0", "t1"] and t["queue"] == ids[2:]
+    assert no_probe_pending()
+    release_in_order(eng, tr, ids, 2)
+    assert tr.started == ids
+    assert [eng.result(id, timeout=10) for id in ids] == list(range(6))
+
+
+def test_a_coordinator_that_ended_unseen_is_restarted_by_the_next_slot(opener):
+    """The coordinator ends without the engine restarting it (terminated in its shard): the next slot
+    to give a turn back, or a new start, starts a new one rebuilt from the slots; all are admitted
+    in start order, never more than 2 at once."""
+    eng = opener([sync2])
+    ids = [f"u{i}" for i in range(5)]
+    tr = Tracker(2)
+    start_all(eng, sync2, ids[:4], tr, 2)
+    queued_behind(eng, ids[2:4])
+    cid = c.coordinator_id("sync2")
+    assert eng._call(eng._shard(cid), ("terminate", cid, "behind the engine's back")) is not None
+    assert eng.describe(cid)["status"] == "terminated"
+    eng.start(sync2, "u4", {"n": 4})  # a new start reaches a live coordinator: queued behind u2, u3
+    t = queued_behind(eng, ["u2", "u3", "u4"])
+    assert t["queue"] == ["u2", "u3", "u4"] and sorted(t["running"]) == ["u0", "u1"]
+    assert no_probe_pending()
+    release_in_order(eng, tr, ids, 2)
+    assert tr.started == ids
+    assert [eng.result(id, timeout=10) for id in ids] == list(range(5))
+
+
+def test_a_coordinator_ended_while_slots_wait_is_restarted_by_a_holder(opener):
+    """The coordinator dies with slots waiting and no new start: a holder giving its turn back starts
+    the new one (rebuilt), which admits the waiting slots in start order."""
+    eng = opener([sync1])
+    ids = [f"v{i}" for i in range(4)]
+    tr = Tracker(1)
+    start_all(eng, sync1, ids, tr, 1)
+    queued_behind(eng, ids[1:], "sync1")
+    cid = c.coordinator_id("sync1")
+    eng._call(eng._shard(cid), ("terminate", cid, "gone"))
+    release_in_order(eng, tr, ids, 1)
+    assert tr.started == ids
+    assert eng.describe(cid)["status"] == "running"
+    assert [eng.result(id, timeout=10) for id in ids] == list(range(4))
+
+
+def test_a_coordinator_is_not_cancelled(opener):
+    """A cancel of the coordinator is ignored: its queue would be lost."""
+    eng = opener([sync1])
+    tr = Tracker(1)
+    start_all(eng, sync1, ["w0", "w1", "w2"], tr, 1)
+    queued_behind(eng, ["w1", "w2"], "sync1")
+    cid = c.coordinator_id("sync1")
+    run = eng.run(cid).run
+    assert eng.cancel(cid, "no")
+    release_in_order(eng, tr, ["w0", "w1", "w2"], 1)
+    assert eng.run(cid).run == run and eng.describe(cid)["status"] == "running"
+
+
+# -- reusing a finished ID ----------------------------------------------------------------------
+
+
+@fusee.workflow("quick1", concurrency=1)
+def quick1(ctx, inp):
+    ctx.step("ran", lambda: tell("ran", ctx.workflow_id, inp))
+    return inp
+
+
+def test_a_finished_id_of_a_limited_type_runs_again_with_start_new(opener):
+    eng = opener([quick1])
+    assert eng.execute(quick1, "r", 1, timeout=10) == 1
+    assert next_probe() == ("ran", "r", 1)
+    with pytest.raises(fusee.AlreadyExists):
+        eng.start(quick1, "r", 2)
+    h = eng.start(quick1, "r", 2, id_policy=fusee.IdPolicy("fail", "start_new"))
+    assert eng.result("r", timeout=10) == 2 and h.result(timeout=10) == 2
+    assert next_probe() == ("ran", "r", 2)  # it ran again: not the first run's outcome
+    d = eng.describe("r")
+    assert d["status"] == "completed" and d["input"] == 2 and d["result"] == 2
+    # and once more, delayed
+    assert eng.execute(quick1, "r", 3, id_policy=fusee.IdPolicy("fail", "start_new"), delay=0.01, timeout=10) == 3
+    assert next_probe() == ("ran", "r", 3)
+
+
+# -- a cancel that lands on the slot once its run is being started --------------------------------
+
+
+@fusee.workflow("careful1", concurrency=1)
+def careful1(ctx, inp):
+    """Report its start; cancelled, report it and end only once told "finish"."""
+    ctx.step("begin", lambda: tell("start", ctx.workflow_id))
+    try:
+        ctx.wait_for("go")
+    except fusee.Cancelled:
+        ctx.step("cancelled", lambda: tell("cancelled", ctx.workflow_id))
+        ctx.wait_for("finish")
+        ctx.step("end", lambda: tell("end", ctx.workflow_id))
+        raise
+    ctx.step("end", lambda: tell("end", ctx.workflow_id))
+    return inp["n"]
+
+
+def test_a_cancel_of_an_admitted_slot_goes_to_its_run_and_the_turn_waits_for_its_end(opener):
+    """What cancel(id) does when it lands on the slot (before the run exists): the slot passes the
+    cancel on to its run and keeps the turn until that run has ended."""
+    eng = opener([careful1])
+    tr = Tracker(1)
+    start_all(eng, careful1, ["k0", "k1"], tr, 1)
+    queued_behind(eng, ["k1"], "careful1")
+    assert eng.cancel(c.slot_id("k0"), "stop")
+    assert next_probe() == ("cancelled", "k0")  # the run itself got the cancel
+    cid = c.coordinator_id("careful1")
+    assert c.slot_phase(eng.describe(c.slot_id("k0"))["journal"], cid) == "holding"  # no release sent
+    assert turns(eng, "careful1") == {**turns(eng, "careful1"), "running": ["k0"], "queue": ["k1"]}
+    assert eng.describe("k1")["status"] == "queued" and eng.describe("k0")["status"] == "running"
+    eng.signal("k0", "finish")
+    assert tr.take("end") == ("end", "k0")
+    assert tr.take("start") == ("start", "k1")  # the turn went back only once k0 ended
+    with pytest.raises(fusee.Cancelled):
+        eng.result("k0", timeout=10)
+    assert eng.describe("k0")["status"] == "cancelled"
+    eng.signal("k1", "go")
+    assert eng.result("k1", timeout=10) == 1
+
+
+def hold_child_start(eng, id):
+    """Make the first start of child run ``id`` wait, after its ``Child`` is recorded, for ``"proceed"``
+    (the process starting it reports ``("asking", pid)`` first): the window before the run exists."""
+    orig = eng._call
+    armed = [True]
+
+    def _call(shard, request):
+        if armed[0] and request[0] == "child" and request[1].id == id:
+            armed[0] = False
+            tell("asking", e.self())
+            assert e.receive(lambda m: m if m == "proceed" else NOMATCH, timeout=10) == "proceed"
+        return orig(shard, request)
+
+    eng._call = _call
+
+
+def test_cancel_in_the_window_before_the_run_exists_cancels_the_run(opener):
+    eng = opener([sync1])
+    hold_child_start(eng, "z0")
+    eng.start(sync1, "z0", {"n": 0})
+    kind, pid = next_probe()
+    assert kind == "asking"
+    eng.start(sync1, "z1", {"n": 1})
+    queued_behind(eng, ["z1"], "sync1")
+    with pytest.raises(fusee.NotFound):
+        eng.run("z0")  # admitted, the run not started yet
+    assert eng.cancel("z0", "too late?")  # lands on the slot
+    e.send(pid, "proceed")
+    with pytest.raises(fusee.Cancelled):
+        eng.result("z0", timeout=10)
+    assert eng.describe("z0")["status"] == "cancelled" and eng.describe("z0")["type"] == "sync1"
+    got = next_probe()
+    if got == ("start", "z0"):  # z0 may have begun before the cancel reached it (cancelled, it reports no end)
+        got = next_probe()
+    assert got == ("start", "z1")
+    assert eng.describe("z1")["started"] >= eng.describe("z0")["finished"]  # the turn went back once z0 ended
+    eng.signal("z1", "go")
+    assert eng.result("z1", timeout=10) == 1

@@ -228,3 +228,46 @@ def test_a_delayed_start_keeps_its_own_timeout(opener):
         eng.result("t1", timeout=10)
     assert eng.describe("t1")["status"] == "timed_out"
     assert eng.describe("t1")["type"] == "stuck"
+
+
+@fusee.workflow("waiting")
+def waiting(ctx, inp):
+    ctx.step("ran", lambda: tell("ran", ctx.workflow_id, 0.0))
+    ctx.wait_for("never")
+    return inp
+
+
+def test_a_cancel_after_the_delayed_run_exists_cancels_the_run(opener):
+    eng = opener([waiting])
+    eng.start(waiting, "c1", 1, delay=0.01)
+    assert next_probe()[:2] == ("ran", "c1")
+    assert eng.describe("c1")["type"] == "waiting" and "via" not in eng.describe("c1")
+    assert eng.cancel("c1", "enough")
+    with pytest.raises(fusee.Cancelled):
+        eng.result("c1", timeout=10)
+    assert eng.describe("c1")["status"] == "cancelled"
+    with pytest.raises(fusee.Failed) as ei:
+        eng.result(d.delay_id("c1"), timeout=10)  # the delay run ends with the run it started
+    assert "cancelled" in str(ei.value)
+
+
+def test_a_cancel_in_the_window_before_the_delayed_run_exists_cancels_the_run(opener):
+    """cancel(id) lands on the delay run after it asked for the run but before the run exists: the
+    delay run passes it on, and the run ends cancelled."""
+    from . import test_concurrency as tc
+
+    tc.PROBE["pid"] = e.self()  # hold_child_start reports through test_concurrency's probe
+    hold_child_start = tc.hold_child_start
+    eng = opener([waiting])
+    hold_child_start(eng, "c2")
+    eng.start(waiting, "c2", 2, delay=0.01)
+    kind, pid = next_probe()
+    assert kind == "asking"
+    with pytest.raises(fusee.NotFound):
+        eng.run("c2")
+    assert eng.cancel("c2", "in the window")  # lands on the delay run
+    e.send(pid, "proceed")
+    with pytest.raises(fusee.Cancelled):
+        eng.result("c2", timeout=10)
+    desc = eng.describe("c2")
+    assert desc["status"] == "cancelled" and desc["type"] == "waiting" and desc["run"] is not None

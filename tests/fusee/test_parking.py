@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 import ensemble as e
 import fusee
 from fusee import parking as pk
+from fusee import records as r
 from fusee import store
-from fusee.engine import Clock
+from fusee.engine import Clock, shard_of
 from fusee.errors import Cancelled, Corrupt, NotFound, Terminated
 from fusee.testing import parked_memory, wait_until
 
@@ -312,3 +313,117 @@ def test_retention_forgets_finished_runs(tmp_path):
     with fusee.Engine.open(path, WFS, shards=1, segment_size=SEG, clock=clock) as eng:
         with pytest.raises(NotFound):  # the checkpoint no longer holds it
             eng.result("old")
+
+
+# -- a parent parked while its children run ----------------------------------------------------
+
+
+@fusee.workflow("park.kid")
+def kid(ctx, n):
+    got = ctx.wait_for("go")
+    return [n, got]
+
+
+@fusee.workflow("park.parent")
+def parent(ctx, ids):
+    for i, id in enumerate(ids):  # every child runs at once
+        ctx.start_child(kid, id, i)
+    return [ctx.child(kid, id, i) for i, id in enumerate(ids)]  # attach to each and wait for its end
+
+
+def _elsewhere(n: int, not_shard: int, shards: int) -> list[str]:
+    """``n`` workflow IDs on shards other than ``not_shard``, spread over them."""
+    others = [s for s in range(shards) if s != not_shard]
+    out: list[str] = []
+    i = 0
+    while len(out) < n:
+        id = f"kid-{i}"
+        if shard_of(id, shards) == others[len(out) % len(others)]:
+            out.append(id)
+        i += 1
+    return out
+
+
+def _parent_parked(eng, id: str) -> bool:
+    return eng.describe(id)["parked"] is True
+
+
+@pytest.mark.parametrize("where", ["memory", "disk"])
+def test_a_parent_parked_while_its_children_run_gets_all_their_results(tmp_path, where):
+    path = None if where == "memory" else str(tmp_path / "j")
+    ids = _elsewhere(4, shard_of("pp", 4), 4)
+    assert len({shard_of(i, 4) for i in ids}) > 1  # children on several other shards
+    wfs = [kid, parent]
+    eng = fusee.Engine.open(path, wfs, shards=4, segment_size=SEG, park_after=0)
+    try:
+        run = eng.start(parent, "pp", ids)
+        wait_until(lambda: parked(eng) == 5, 10, "the parent and its four children parked")
+        assert _parent_parked(eng, "pp")
+        for i, id in enumerate(ids):
+            if where == "disk" and i == 2:  # a checkpoint while the parent is parked, then a reopen
+                eng.shutdown()
+                eng = fusee.Engine.open(path, wfs, shards=4, segment_size=SEG, park_after=0)
+                assert eng.metrics()["recovered_log_records"] == 0
+                wait_until(lambda: parked(eng) == 5 - i, 10, "parked again after the reopen")
+                run = eng.run("pp")
+            assert _parent_parked(eng, "pp")
+            loads = eng.metrics()["loads"]
+            assert eng.signal(id, "go", f"v{i}")
+            assert eng.result(id, timeout=10) == [i, f"v{i}"]
+            # the child's end loads the parent, which attaches to the next child and parks again
+            wait_until(lambda: eng.metrics()["loads"] > loads and (i == len(ids) - 1 or _parent_parked(eng, "pp")), 10, "the parent reloaded")
+        assert run.result(timeout=10) == [[i, f"v{i}"] for i in range(len(ids))]
+        recs = [rec for _, rec in eng.describe("pp")["journal"]]
+        done = [(rec.seq, rec.status) for rec in recs if type(rec) is r.ChildDone]
+        assert done == [(i, "started") for i in range(4)] + [(4 + i, "completed") for i in range(4)]
+        assert eng.metrics()["runs_parked"] == 0
+    finally:
+        eng.shutdown()
+
+
+@fusee.workflow("park.one_child")
+def one_child(ctx, id):
+    return ctx.child(kid, id, 0)
+
+
+def test_a_childs_result_delivered_just_before_its_parent_is_parked_is_not_lost(monkeypatch):
+    """The ``ChildDone`` wakes the paused parent, and in the same turn of its shard server (the parent's
+    process has not run since) a park tick parks it: the parked parent must be loaded again."""
+    from fusee.shard import _ShardServer
+
+    real = _ShardServer._child_done
+
+    def child_done_then_park(self, *args):
+        real(self, *args)
+        self._park_tick(True)
+
+    monkeypatch.setattr(_ShardServer, "_child_done", child_done_then_park)
+    [id] = _elsewhere(1, shard_of("p1", 2), 2)
+    with fusee.Engine.open(None, [kid, one_child], shards=2, park_after=None) as eng:
+        run = eng.start(one_child, "p1", id)
+        wait_until(lambda: eng.metrics()["runs_waiting"] == 2, 10, "the parent and its child waiting")
+        assert eng.signal(id, "go", "v")
+        assert run.result(timeout=10) == [0, "v"]
+        m = eng.metrics()
+        assert (m["parks"], m["loads"]) == (0, 1)  # its process ended to park; it was loaded again at once
+
+
+def test_a_lost_child_done_of_an_attached_child_is_recovered(tmp_path, monkeypatch):
+    """The parent attached to a child its ``start_child`` began; the child ends but the parent's shard never
+    hears (the telling lost: a crash); the reopened parent asks again and must get that child's outcome."""
+    from fusee import run as fusee_run
+
+    path = str(tmp_path / "j")
+    ids = _elsewhere(1, shard_of("pp", 4), 4)
+    eng = fusee.Engine.open(path, [kid, parent], shards=4, segment_size=SEG, park_after=None)
+    try:
+        eng.start(parent, "pp", ids)
+        wait_until(lambda: eng.metrics()["runs_waiting"] == 2, 10, "the parent and its child waiting")
+        monkeypatch.setattr(fusee_run, "_tell_parents", lambda st: setattr(st, "parents", []))
+        assert eng.signal(ids[0], "go", "x")
+        assert eng.result(ids[0], timeout=10) == [0, "x"]
+    finally:
+        eng.shutdown()
+    monkeypatch.undo()
+    with fusee.Engine.open(path, [kid, parent], shards=4, segment_size=SEG, park_after=None) as eng:
+        assert eng.result("pp", timeout=2) == [[0, "x"]]
