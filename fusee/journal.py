@@ -139,6 +139,12 @@ class _Shard:
         "inline_streak",
         "inline_flushes",
         "last_inline",
+        "spare_fd",
+        "spare_number",
+        "spare_size",
+        "spare_pending",
+        "spare_lock",
+        "spares_used",
         "closing",
         "error",
         "pid",
@@ -178,6 +184,14 @@ class _Shard:
         self.inline_streak = 0
         self.inline_flushes = 0  # flushes done by a waiting process itself (no hand-off)
         self.last_inline: Any = None  # the process that did the last flush inline (None: the flusher)
+        # The next segment, prepared (allocated, zero-filled, synced; header still zero) off the flush
+        # path once the current one is half full; ``spare_lock`` is held while that is under way.
+        self.spare_fd = -1
+        self.spare_number = 0
+        self.spare_size = 0
+        self.spare_pending = False
+        self.spare_lock = allocate_lock()
+        self.spares_used = 0
         self.closing = False
         self.error: BaseException | None = None
         self.pid: Any = None
@@ -306,10 +320,10 @@ class Journal:
         s.durable_lsn = next_lsn - 1
         s.seg_number = scans[-1][0] if scans else 0  # a deleted trailing segment's number is reused
 
-    def _new_segment(self, s: _Shard, base_lsn: int, size: int) -> None:
-        """Create, preallocate and sync segment ``seg_number + 1`` beginning at ``base_lsn``; make it current."""
+    def _allocate(self, s: _Shard, number: int, size: int, header: bytes | None) -> int:
+        """Create segment file ``number`` of ``size`` bytes, allocated (zero-filled unless ``zero_fill`` is
+        off), with ``header`` (or a zero one), synced with its directory; its open fd."""
         assert s.dir is not None
-        number = s.seg_number + 1
         p = os.path.join(s.dir, f"{number}.seg")
         fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
@@ -324,20 +338,56 @@ class Journal:
                 left = size
                 while left > 0:
                     left -= os.write(fd, _ZEROS[: min(left, len(_ZEROS))])
-            os.pwrite(fd, _seg.encode_header(_seg.Header(s.index, base_lsn, number)), 0)
+            if header is not None:
+                os.pwrite(fd, header, 0)
             os.fsync(fd)  # size and extents: the last metadata change this file sees
             _fsync_dir(s.dir)
-            os.lseek(fd, _seg.HEADER_SIZE, os.SEEK_SET)
         except BaseException:
             os.close(fd)
             raise
+        return fd
+
+    def _new_segment(self, s: _Shard, base_lsn: int, size: int) -> None:
+        """Make segment ``seg_number + 1``, beginning at ``base_lsn`` and at least ``size`` bytes, current:
+        the spare prepared off the flush path if there is one big enough, else one made now."""
+        if s.spare_pending:  # a spare is being prepared: wait for it (a native wait, rare)
+            with s.spare_lock:
+                pass
+        number = s.seg_number + 1
+        header = _seg.encode_header(_seg.Header(s.index, base_lsn, number))
+        if s.spare_fd >= 0 and s.spare_number == number and s.spare_size >= size:
+            fd, size = s.spare_fd, s.spare_size
+            s.spare_fd = -1
+            try:
+                os.pwrite(fd, header, 0)
+                os.fdatasync(fd)  # the header is durable before any frame of this segment is acknowledged
+            except BaseException:
+                os.close(fd)
+                raise
+            s.spares_used += 1
+        else:
+            self._drop_spare(s)
+            fd = self._allocate(s, number, size, header)
+        os.lseek(fd, _seg.HEADER_SIZE, os.SEEK_SET)
         if s.fd >= 0:
             os.close(s.fd)
         s.fd = fd
-        s.seg_path = p
+        assert s.dir is not None
+        s.seg_path = os.path.join(s.dir, f"{number}.seg")
         s.seg_number = number
         s.seg_pos = _seg.HEADER_SIZE
         s.seg_size = size
+
+    def _drop_spare(self, s: _Shard) -> None:
+        """Close and delete the shard's unused spare segment, if any (a crash leaves it to the next open,
+        whose recovery deletes a trailing segment without a header)."""
+        if s.spare_fd >= 0 and s.dir is not None:
+            os.close(s.spare_fd)
+            s.spare_fd = -1
+            try:
+                os.unlink(os.path.join(s.dir, f"{s.spare_number}.seg"))
+            except FileNotFoundError:
+                pass
 
     # ------------------------------------------------------------------ records
 
@@ -514,6 +564,7 @@ class Journal:
             "flush_seconds_max": max(s.flush_seconds_max for s in shards),
             "max_flushes_in_flight": max(s.max_in_flight for s in shards),
             "inline_flushes": sum(s.inline_flushes for s in shards),
+            "spare_segments_used": sum(s.spares_used for s in shards),
             "flush_thread_idents": sorted(set().union(*(s.idents for s in shards))),
             "durable_lsn": [s.durable_lsn for s in shards],
             "segments": [s.seg_number for s in shards],
@@ -539,6 +590,10 @@ class Journal:
                     e.exit_reason(s.pid)
         finally:
             for s in self._shards:
+                if s.spare_pending:
+                    with s.spare_lock:
+                        pass
+                self._drop_spare(s)
                 if s.fd >= 0:
                     os.close(s.fd)
                     s.fd = -1
@@ -576,6 +631,12 @@ class Journal:
                 e.exit_reason(pid)
         finally:
             for s in self._shards:
+                if s.spare_pending:
+                    with s.spare_lock:
+                        pass
+                if s.spare_fd >= 0:  # left on disk, as a crash would: the next open deletes it
+                    os.close(s.spare_fd)
+                    s.spare_fd = -1
                 if s.fd >= 0:
                     os.close(s.fd)
                     s.fd = -1
@@ -736,8 +797,38 @@ def _flush(j: Journal, s: _Shard, first: int, batch: list[bytes]) -> None:
         s.in_flight -= 1
     dt = perf_counter() - t0
     s.seg_pos += size
+    if s.seg_pos > s.seg_size // 2 and s.spare_fd < 0 and not s.spare_pending:
+        _start_spare(j, s)
     s.flushes += 1
     s.records += len(batch)
     s.flush_seconds += dt
     if dt > s.flush_seconds_max:
         s.flush_seconds_max = dt
+
+
+def _start_spare(j: Journal, s: _Shard) -> None:
+    """Prepare segment ``seg_number + 1`` on a carrier of the ``"blocking"`` dispatcher, off the flush
+    path (allocating and zero-filling 16 MiB takes tens of milliseconds); a rollover uses it."""
+    s.spare_pending = True
+    s.spare_lock.acquire()
+    try:
+        e.spawn(_prepare_spare, j, s, s.seg_number + 1, j.segment_size, dispatcher=_dispatcher.BLOCKING)
+    except BaseException:
+        s.spare_pending = False
+        s.spare_lock.release()
+        raise
+
+
+def _prepare_spare(j: Journal, s: _Shard, number: int, size: int) -> None:
+    """Allocate spare segment ``number`` (zero header: an open deletes it if a crash leaves it unused).
+    A failure leaves no spare: the rollover then makes the segment itself (and reports the error)."""
+    try:
+        fd = j._allocate(s, number, size, None)
+        s.spare_number = number
+        s.spare_size = size
+        s.spare_fd = fd
+    except OSError:
+        pass
+    finally:
+        s.spare_pending = False
+        s.spare_lock.release()

@@ -383,3 +383,63 @@ def test_waiters_on_the_home_carrier_share_one_inline_flush(tmp_path, monkeypatc
     assert done == list(range(n))
     # 1 + 3n records; one flush per round would be 4 flushes; allow slack for scheduling, but far from 3n
     assert m["flushes"] <= 8, m
+
+
+def _fill_past_half(j: Journal, shard: int, size: int) -> list[bytes]:
+    """Append and flush records until the shard's current segment is more than half full."""
+    bodies = []
+    while j._shards[shard].seg_pos <= size // 2:
+        b = b"r%05d" % len(bodies) + bytes(200)
+        bodies.append(b)
+        write(j, shard, [b])
+    return bodies
+
+
+def test_a_rollover_takes_the_spare_segment_prepared_off_the_flush_path(tmp_path):
+    """Past half a segment, the next one is prepared on another carrier; the rollover takes it, and
+    every record survives a reopen."""
+    bodies = []
+    with Journal.open(str(tmp_path), 1, segment_size=SMALL) as j:
+        for _ in range(3):  # three segments' worth: at least two rollovers
+            bodies += _fill_past_half(j, 0, SMALL)
+            with j._shards[0].spare_lock:  # the preparation (if under way) is done
+                pass
+            while j._shards[0].seg_pos > SMALL // 2:
+                b = b"s%05d" % len(bodies) + bytes(200)
+                bodies.append(b)
+                write(j, 0, [b])
+        used = j.metrics()["spare_segments_used"]
+        segments = j.metrics()["segments"][0]
+    with Journal.open(str(tmp_path), 1, segment_size=SMALL) as j:
+        got = [b for _, b in j.recovered(0)]
+    assert used >= 2 and segments >= 3
+    assert got == bodies
+
+
+def test_a_spare_segment_left_by_a_crash_is_deleted_at_the_next_open(tmp_path):
+    """A prepared, unused spare (its header still zero) does not confuse recovery: it goes, nothing is lost."""
+    j = Journal.open(str(tmp_path), 1, segment_size=SMALL)
+    bodies = _fill_past_half(j, 0, SMALL)
+    s = j._shards[0]
+    with s.spare_lock:
+        pass
+    spare = os.path.join(str(tmp_path), "shard-0", f"{s.spare_number}.seg")
+    assert s.spare_fd >= 0 and os.path.exists(spare)
+    j.abandon()  # as a crash: the spare stays on disk
+    assert os.path.exists(spare)
+    with Journal.open(str(tmp_path), 1, segment_size=SMALL) as j:
+        got = [b for _, b in j.recovered(0)]
+        lsn = j.append(0, b"after")
+        assert j.wait_durable(0, lsn, timeout=10)
+    with Journal.open(str(tmp_path), 1, segment_size=SMALL) as j:
+        again = [b for _, b in j.recovered(0)]
+    assert got == bodies and again == bodies + [b"after"]
+
+
+def test_a_clean_close_deletes_an_unused_spare(tmp_path):
+    with Journal.open(str(tmp_path), 1, segment_size=SMALL) as j:
+        _fill_past_half(j, 0, SMALL)
+        with j._shards[0].spare_lock:
+            pass
+        number = j._shards[0].spare_number
+    assert f"{number}.seg" not in seg_files(str(tmp_path))
