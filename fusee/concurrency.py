@@ -439,7 +439,7 @@ def run_child(ctx: Any, wtype: str, id: str, input: Any, timeout: Any = None) ->
     asked for (its ``Child`` recorded) is forwarded to the child (:func:`_forward_cancel`), and this
     still waits for the child's end and returns (or raises) its outcome, so the caller ends only
     when the run it started does.  A cancel that lands before: raised here (nothing was started)."""
-    from .replay import Replay, _replay_of
+    from .replay import CANCEL, COMPLETION, Replay
 
     st = ctx._st
     m = st.machine
@@ -455,12 +455,10 @@ def run_child(ctx: Any, wtype: str, id: str, input: Any, timeout: Any = None) ->
     if type(op) is Replay:
         return op.result()
     while True:
-        got = h.op(seq)
-        # the same order as replay: the child's end counts if it was recorded before any cancel
-        if got is not None and got.done is not None and (not m.cancelling or got.turn < h.cancel_turn):
-            m._handed += 1
-            return _replay_of(got).result()
-        if m.cancelling:
+        got = m.next_for(seq)  # journal order, as on replay: the child's end or the cancel, first recorded
+        if got == COMPLETION:
+            return m.take(seq).result()
+        if got == CANCEL:
             exc = m.take_cancel()
             return _forward_cancel(ctx, seq, exc.reason)
         ctx._pause(None)
@@ -469,7 +467,6 @@ def run_child(ctx: Any, wtype: str, id: str, input: Any, timeout: Any = None) ->
 def _forward_cancel(ctx: Any, seq: int, reason: Any) -> Any:
     """Cancel the child of operation ``seq`` (a step: asked for again first, in case a crash came between
     its ``Child`` and its start; a child that ended already is not touched), then wait for its end."""
-    from .replay import _replay_of
     from .run import _parent_ref
 
     st = ctx._st
@@ -490,8 +487,7 @@ def _forward_cancel(ctx: Any, seq: int, reason: Any) -> Any:
     while True:
         got = h.op(seq)
         if got is not None and got.done is not None:
-            m._handed += 1
-            return _replay_of(got).result()
+            return m.take(seq).result()
         ctx._pause(None)
 
 

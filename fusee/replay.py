@@ -43,6 +43,19 @@ raises :class:`~fusee.errors.Cancelled` (once; later operations, the
 compensation, go on normally).  On replay that is the first operation begun
 whose completion is not recorded before the ``Cancel``.
 
+**Journal order decides, live as on replay.**  Live code takes what is
+already recorded in the order it was recorded, exactly as replay will: when
+an operation's completion and the run's ``Cancel`` may both be recorded
+(a child's ``ChildDone`` recorded by the shard server, a ``Step`` or a
+``ChildDone("started")`` appended while a cancel came in), the live code
+asks :meth:`Machine.next_for` (``"completion"`` if the completion has the
+lower LSN, ``"cancel"`` if the ``Cancel`` does, ``None`` if neither is
+recorded) and never decides by a fixed order of checks; :meth:`Machine.begin`
+decides by the same function on replay.  Only a record counts: a ``Signal``
+received before the ``Cancel`` does not complete a wait (its ``Waited`` would
+follow the ``Cancel``), nor does a timer's time having come (its ``Fired``
+would follow it).
+
 Signals are received in journal order, deduplicated by ``dedup`` (a later
 ``Signal`` with a ``dedup`` already seen is ignored; ``None`` never
 deduplicates).  A ``Waited`` with outcome ``"signal"`` consumes the oldest
@@ -86,6 +99,8 @@ __all__ = [
     "Pending",
     "History",
     "Machine",
+    "COMPLETION",
+    "CANCEL",
 ]
 
 STEP: Final = "step"
@@ -95,6 +110,10 @@ VALUE: Final = "value"
 CHILD: Final = "child"
 SEND: Final = "send"
 KINDS: Final = frozenset((STEP, SLEEP, WAIT, VALUE, CHILD, SEND))
+
+# what an operation takes next (Machine.next_for), by journal order
+COMPLETION: Final = "completion"
+CANCEL: Final = "cancel"
 
 _STEP_STATUSES: Final = frozenset(("ok", "error"))
 _WAIT_OUTCOMES: Final = frozenset(("signal", "timeout"))
@@ -592,12 +611,48 @@ class Machine:
         """Whether a cancel is recorded and not yet delivered."""
         return self.history.cancel is not None and not self._cancel_delivered
 
+    def next_for(self, seq: int) -> str | None:
+        """What begun operation ``seq`` takes next, by journal order: :data:`COMPLETION`, :data:`CANCEL` or ``None``.
+
+        :data:`CANCEL` if a cancel is recorded and not yet delivered and the
+        operation's completion is not recorded before it (not recorded at all,
+        or recorded after the ``Cancel``); else :data:`COMPLETION` if its
+        completion is recorded; else ``None`` (nothing yet: wait).  Pure: it
+        hands nothing out (:meth:`take_cancel`, :meth:`take`).
+
+        The rule, live and on replay alike: take what is recorded in the order
+        it was recorded.  :meth:`begin` decides by this same function, so live
+        code that asks it (rather than checking for a cancel, or for a
+        completion, first) lands a cancel exactly where replay will.
+        """
+        op = self.history._op(seq)
+        return self._decide(op)
+
+    def _decide(self, op: Op | None) -> str | None:
+        h = self.history
+        done = op is not None and op.turn is not None
+        if h._cancel is not None and not self._cancel_delivered:
+            if not done or h._cancel_turn < op.turn:  # type: ignore[union-attr, operator]
+                return CANCEL
+        return COMPLETION if done else None
+
+    def take(self, seq: int) -> Replay:
+        """Hand out begun operation ``seq``'s recorded completion (live code, once :meth:`next_for` says
+        :data:`COMPLETION`): its :class:`Replay`, counted as handed out as on replay."""
+        op = self.history._op(seq)
+        if op is None or op.turn is None:
+            raise ValueError(f"operation {seq} has no recorded completion to take")
+        self._handed += 1
+        return _replay_of(op)
+
     def begin(self, kind: str, name: Any) -> Replay | Live:
         """Number the operation the code starts and say what it resolves to.
 
         Raises :class:`~fusee.errors.DeterminismError` if the journal recorded
         another kind or name at this position, :class:`~fusee.errors.Cancelled`
-        if a cancel is delivered here; either way the operation took its number.
+        if a cancel is delivered here (:meth:`next_for` says :data:`CANCEL`: the
+        cancel is recorded before the operation's completion, or the completion
+        is not recorded); either way the operation took its number.
         """
         if type(kind) is not str or kind not in KINDS:
             raise ValueError(f"an operation's kind is one of {sorted(KINDS)}, got {kind!r}")
@@ -609,10 +664,8 @@ class Machine:
             op = h._op(seq)
         if op is not None and (op.kind != kind or not _same(op.name, name)):
             raise DeterminismError(seq, (op.kind, op.name), (kind, name))
-        if h._cancel is not None and not self._cancel_delivered:
-            turn = h._cancel_turn
-            if op is None or op.turn is None or turn < op.turn:
-                raise self.take_cancel()  # type: ignore[misc]
+        if h._cancel is not None and not self._cancel_delivered and self._decide(op) == CANCEL:  # journal order
+            raise self.take_cancel()  # type: ignore[misc]
         if op is None:
             return Live(seq, kind, name)
         if op.done is None:

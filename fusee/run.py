@@ -30,7 +30,7 @@ from .errors import (
     TimedOut,
     failure_of,
 )
-from .replay import CHILD, SEND, SLEEP, STEP, VALUE, WAIT, Machine, Replay, send_dedup
+from .replay import CANCEL, CHILD, COMPLETION, SEND, SLEEP, STEP, VALUE, WAIT, Machine, Replay, send_dedup
 from .workflow import _NO_RETRY, Retry, Workflow, _signal_name, _wake, shard_of
 
 if TYPE_CHECKING:
@@ -363,16 +363,29 @@ class Ctx:
             st.determinism = e
             raise
 
-    def _check_cancel(self) -> None:
-        """Raise a recorded, undelivered cancel here; end the run (``_Deadline``) if its deadline passed."""
+    def _next(self, seq: int) -> Replay | None:
+        """Live operation ``seq``: take what is recorded for it, in the order it was recorded, as replay will.
+
+        Raises the run's cancel if it is recorded (not yet delivered) before the
+        operation's completion, or the completion is not recorded; returns the
+        completion (handed out) if it is recorded first; ``None`` if neither is
+        recorded.  The decision is :meth:`fusee.replay.Machine.next_for`'s, by
+        journal order, the same :meth:`~fusee.replay.Machine.begin` makes on
+        replay: never a fixed order of checks (a child's ``ChildDone`` recorded
+        just before a ``Cancel`` is the child's result here, and the cancel lands
+        at the next operation, as after a reopen).  Ends the run (``_Deadline``)
+        first if its deadline passed.
+        """
         st = self._st
         if st.deadline is not None and st.engine._clock.now() >= st.deadline:
             raise _Deadline()
         m = st.machine
-        if m.cancelling:
-            c = m.take_cancel()
-            if c is not None:
-                raise c
+        nxt = m.next_for(seq)
+        if nxt == CANCEL:
+            raise m.take_cancel()  # type: ignore[misc]
+        if nxt == COMPLETION:
+            return m.take(seq)
+        return None
 
     def _pause(self, at: float | None) -> None:
         """Park until woken (a signal or a cancel arrived) or until unix time ``at``.
@@ -384,7 +397,7 @@ class Ctx:
         st = self._st
         engine = st.engine
         if st.deadline is not None and (at is None or at > st.deadline):
-            at = st.deadline  # wake at the run's deadline (then _check_cancel ends it)
+            at = st.deadline  # wake at the run's deadline (then _next ends it)
         if st.parking:
             raise _Parked()
         st.wake_pending = False  # the caller looked at what was recorded for it: a wake from now on is new
@@ -417,6 +430,11 @@ class Ctx:
         starts only once the run's earlier records are durable; a ``read_only``
         body does not wait.  A result that cannot be serialized raises
         :class:`NotSerializable` here, with nothing recorded.
+
+        Cancel: journal order decides (:meth:`fusee.replay.Machine.next_for`).  A
+        cancel recorded while the body ran (or while waiting for a retry) comes
+        before the ``Step``, so it is raised here once the ``Step`` is recorded,
+        as on replay; one recorded after the ``Step`` lands at the next operation.
         """
         if type(name) is not str:
             raise TypeError(f"a step's name is a str, not {name!r}")
@@ -441,7 +459,7 @@ class Ctx:
         while True:
             if retry_at is not None:
                 while True:
-                    self._check_cancel()
+                    self._next(seq)  # no Step yet: a recorded cancel lands here
                     if clock.now() >= retry_at:
                         break
                     self._pause(retry_at)
@@ -456,14 +474,14 @@ class Ctx:
                 failure = failure_of(exc)
                 if attempt >= retry.attempts:
                     st.append(r.Step(st.run, seq, name, attempt, "error", failure))
-                    self._check_cancel()
+                    self._next(seq)  # a cancel recorded before the Step lands here, as on replay
                     raise StepFailed(name, failure) from exc
                 retry_at = clock.now() + retry.delay(attempt)
                 st.append(r.Attempt(st.run, seq, name, attempt, retry_at, failure))
                 attempt += 1
                 continue
             st.append(r.Step(st.run, seq, name, attempt, "ok", value))
-            self._check_cancel()  # a cancel recorded while the body ran lands here, as on replay
+            self._next(seq)  # a cancel recorded while the body ran (before the Step) lands here, as on replay
             return value
 
     def sleep(self, name: str, d: Any) -> None:
@@ -479,6 +497,9 @@ class Ctx:
         self._sleep(name, lambda: float(unix_seconds))
 
     def _sleep(self, name: str, at_of: Callable[[], float]) -> None:
+        """A cancel recorded before the ``Fired`` lands here (journal order, :meth:`_next`): the ``Fired`` is
+        appended only when no cancel is pending, so a cancel that comes while the time has come but the run
+        has not yet run is raised here, as replay does (its ``Fired`` is not recorded, or follows the cancel)."""
         if type(name) is not str:
             raise TypeError(f"a sleep's name is a str, not {name!r}")
         op = self._begin(SLEEP, name)
@@ -492,7 +513,8 @@ class Ctx:
             at = at_of()
             st.append(r.Timer(st.run, op.seq, name, at))
         while True:
-            self._check_cancel()
+            if self._next(op.seq) is not None:  # journal order; a Fired is only ever recorded here
+                return None
             if clock.now() >= at:
                 st.append(r.Fired(st.run, op.seq))
                 return None
@@ -502,6 +524,10 @@ class Ctx:
         """The next value of ``signal`` (a :func:`signal` or its name), or ``None`` once ``timeout`` passes.
 
         Signals sent before the wait are kept, in order; a timeout is recorded.
+
+        Cancel: journal order decides (:meth:`fusee.replay.Machine.next_for`), and the wait's completion is
+        its ``Waited``, not the ``Signal``: a cancel recorded before the ``Waited`` is raised here even if a
+        signal was received before the cancel (it stays unconsumed), as on replay.
         """
         name = _signal_name(signal)
         seconds = None if timeout is None else _durations.parse(timeout)
@@ -517,7 +543,9 @@ class Ctx:
             deadline = None if seconds is None else clock.now() + seconds
             st.append(r.Wait(st.run, op.seq, name, deadline))
         while True:
-            self._check_cancel()
+            got = self._next(op.seq)  # journal order; a Waited is only ever recorded here
+            if got is not None:
+                return got.result()
             sig = m.signal_for(name)
             if sig is not None:
                 st.append(r.Waited(st.run, op.seq, "signal", sig.payload))
@@ -561,32 +589,37 @@ class Ctx:
         duration) raises :class:`ChildFailed`.  A running run with that ID is
         attached to.  ``parent_close`` says what this run's end does to the
         child if it still runs: ``"terminate"``, ``"request_cancel"`` or ``"abandon"``.
+
+        Cancel: journal order decides (:meth:`fusee.replay.Machine.next_for`).  The
+        child's ``ChildDone`` recorded before the run's ``Cancel`` is returned (or
+        raised) here and the cancel lands at the next operation; a ``Cancel``
+        recorded first (the ``ChildDone`` after it, or not yet) is raised here:
+        exactly what replay does after a reopen.
         """
         op = self._child_op(wf, id, input, parent_close, timeout, True)
         if type(op) is Replay:
             return op.result()
-        st = self._st
-        h = st.machine.history
         while True:
-            self._check_cancel()
-            got = h.op(op.seq)
-            if got is not None and got.done is not None:
-                st.machine._handed += 1  # the completion is handed out here, as on replay
-                from .replay import _replay_of
-
-                return _replay_of(got).result()
+            got = self._next(op.seq)  # journal order: the ChildDone or the Cancel, whichever was recorded first
+            if got is not None:
+                return got.result()
             self._pause(None)
 
     def start_child(
         self, wf: Any, id: str, input: Any = None, parent_close: str = "terminate", timeout: Any = None
     ) -> None:
         """Start child run ``id`` (see :meth:`child`) and return once its ``Start`` is durable, not waiting for
-        its end (attaching if a run with that ID is running).  Records ``Child`` then ``ChildDone("started")``."""
+        its end (attaching if a run with that ID is running).  Records ``Child`` then ``ChildDone("started")``.
+
+        Cancel: journal order decides (:meth:`fusee.replay.Machine.next_for`).  A cancel recorded while the
+        child was being started comes before the ``ChildDone("started")``: it is raised here (the child is
+        started all the same, and closed by this run's end per ``parent_close``), as on replay."""
         op = self._child_op(wf, id, input, parent_close, timeout, False)
         if type(op) is Replay:
             return None
         st = self._st
         st.append(r.ChildDone(st.run, op.seq, "started", None))
+        self._next(op.seq)  # a cancel recorded before the "started" lands here, as on replay
         return None
 
     def _child_op(self, wf: Any, id: str, input: Any, parent_close: str, timeout: Any, wait: bool) -> Any:

@@ -3,7 +3,7 @@
 from collections import Counter
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fusee import records as r
@@ -397,6 +397,226 @@ def test_child_outcomes_inputs_and_send_payloads_are_handed_back_untouched(statu
     assert Replay(1, "send", "peer", "sent", None, None, 1) == m.begin("send", "peer")
     assert h.sends[0].payload is payload and h.pending_children()[0].input is input
     assert Live(2, "child", "kid2", armed=True, at=5.0) == m.begin("child", "kid2")
+
+
+# -- cancel order: live code decides by journal order, as replay does ----------------------
+
+
+LANDED = "the cancel landed here"  # what an operation that raised Cancelled got
+
+
+class Racer(Driver):
+    """Runs a script live the way fusee.run does, with the run's ``Cancel`` recorded at moment ``cut``.
+
+    Moments are the points where a cancel can come in: before each operation, while a step body runs
+    or waits for its retry, while a timer or wait is armed, while a child is being started, and
+    between a child's ``ChildDone`` (recorded by the shard server) and the parent's process running.
+    For a child in ``late``, the parent wakes before its ``ChildDone``: if the cancel is taken then,
+    the ``ChildDone`` is recorded after the next operation.  The live code decides with
+    ``Machine.next_for`` (journal order), never by a fixed order of checks.
+    """
+
+    def __init__(self, cut, late=frozenset(), reason="stop"):
+        super().__init__()
+        self.cut = cut
+        self.late = late
+        self.reason = reason
+        self.moments = 0
+        self.deferred = []
+        self.decisions = []  # (seq, what next_for said) at every live decision
+
+    def moment(self):
+        if self.moments == self.cut:
+            self.add(r.Cancel(RUN, self.reason, None))
+        self.moments += 1
+
+    def settle(self, seq):
+        """Ctx._next: take what is recorded for ``seq`` in journal order."""
+        nxt = self.m.next_for(seq)
+        assert nxt == self.m.next_for(seq)  # pure
+        self.decisions.append((seq, nxt))
+        if nxt == "cancel":
+            raise self.m.take_cancel()
+        if nxt == "completion":
+            return self.m.take(seq)
+        assert nxt is None
+        return None
+
+    def run_op(self, i, kind, name, detail):
+        self.moment()
+        seq = self.m.begin(kind, name).seq  # raises a cancel recorded before the operation
+        if kind == "step":
+            fails, ok, payload = detail
+            for j in range(fails):
+                self.moment()  # the body runs
+                self.add(r.Attempt(RUN, seq, name, j + 1, 10.0 * (j + 1), {"type": "E", "message": str(j)}))
+                self.moment()  # waiting for the retry
+                assert self.settle(seq) is None
+            self.moment()  # the body runs
+            self.add(r.Step(RUN, seq, name, fails + 1, "ok" if ok else "error", payload))
+            return delivered(self.settle(seq))
+        if kind == "sleep":
+            self.add(r.Timer(RUN, seq, name, detail))
+            self.moment()
+            assert self.settle(seq) is None
+            self.add(r.Fired(RUN, seq))
+            return ("fired", None)
+        if kind == "wait":
+            self.add(r.Wait(RUN, seq, name, detail))
+            self.moment()
+            assert self.settle(seq) is None
+            sig = self.m.signal_for(name)
+            if sig is None:
+                self.add(r.Waited(RUN, seq, "timeout", None))
+                return ("timeout", None)
+            self.add(r.Waited(RUN, seq, "signal", sig.payload))
+            return ("signal", sig.payload)
+        if kind == "child":
+            status, payload, deadline = detail
+            self.add(r.Child(RUN, seq, name, "kid", {"n": seq}, "terminate", deadline))
+            self.moment()  # the child is being started (and, for ctx.child, runs)
+            done = r.ChildDone(RUN, seq, status, payload)
+            if status != "started" and i in self.late:
+                try:
+                    assert self.settle(seq) is None
+                except Cancelled:
+                    self.deferred.append(done)
+                    raise
+            self.add(done)
+            if status != "started":
+                self.moment()  # between the ChildDone and the parent's process running
+            return delivered(self.settle(seq))
+        if kind == "send":
+            sname, payload = detail
+            self.add(r.Send(RUN, seq, name, sname, payload))
+            self.moment()  # delivering it
+            return ("sent", None)
+        self.add(r.Value(RUN, seq, name, detail))
+        return ("value", detail)
+
+    def run(self, script):
+        got = []
+        for i, (sent, (kind, name, detail)) in enumerate(script):
+            for sname, dedup, payload in sent:
+                self.add(r.Signal(RUN, sname, dedup, payload))
+            later, self.deferred = self.deferred, []
+            try:
+                got.append(self.run_op(i, kind, name, detail))
+            except Cancelled as e:
+                got.append((LANDED, e.reason))
+            for rec in later:
+                self.add(rec)
+        for rec in self.deferred:
+            self.add(rec)
+        self.moment()
+        return got
+
+
+def replay_all(log, script):
+    """Replay ``log`` on a fresh machine with the same code: what each operation got."""
+    m = Machine(History.from_records(log))
+    got = []
+    for _, (kind, name, _) in script:
+        try:
+            answer = m.begin(kind, name)
+        except Cancelled as e:
+            got.append((LANDED, e.reason))
+            continue
+        assert type(answer) is Replay
+        got.append(delivered(answer))
+    return m, got
+
+
+@SETTINGS
+@given(scripts, st.data(), st.sets(st.integers(0, 9)))
+@example([([], ("child", "a", ("completed", 1, None))), ([], ("step", "b", (0, True, 2)))], 2, set())
+@example([([], ("child", "a", ("failed", 1, None))), ([], ("step", "b", (0, True, 2)))], 2, set())
+@example([([], ("child", "a", ("started", None, None))), ([], ("step", "b", (0, True, 2)))], 1, set())
+@example([([], ("child", "a", ("completed", 1, None))), ([], ("step", "b", (0, True, 2)))], 1, {0})
+def test_live_code_lands_a_cancel_where_replay_does_for_any_interleaving(script, cut, late):
+    """Law: with the live decision made by next_for (journal order), the replayed run gets exactly what the
+    live run got at every operation, wherever the Cancel falls among the completions."""
+    if not isinstance(cut, int):  # drawn: a moment of this script's live run (or none: after the last)
+        quiet = Racer(10**9, late)
+        quiet.run(script)
+        cut = cut.draw(st.integers(0, quiet.moments))
+    d = Racer(cut, late)
+    got = d.run(script)
+    m, replayed = replay_all(d.log, script)
+    assert got == replayed
+    landed = sum(1 for g in got if g[0] == LANDED)
+    assert landed <= 1  # once
+    assert m.cancelling == (cut < d.moments and landed == 0)  # recorded after the last operation took its turn
+
+
+@SETTINGS
+@given(scripts, st.data(), st.sampled_from(["completion first", "cancel first", "cancel only", "neither"]))
+def test_next_for_is_the_decision_begin_makes_on_replay(script, data, order):
+    """Law: for a begun operation, next_for answers what begin answers on replay for the same journal:
+    "cancel" <=> begin raises Cancelled, "completion" <=> a Replay, None <=> Live."""
+    d = Driver()
+    for sent, (kind, name, detail) in script:
+        for sname, dedup, payload in sent:
+            d.add(r.Signal(RUN, sname, dedup, payload))
+        d.op(kind, name, detail)
+    kind = data.draw(st.sampled_from(["step", "child", "sleep", "wait"]))
+    seq = d.m.begin(kind, "x").seq
+    completion = {
+        "step": [r.Step(RUN, seq, "x", 1, "ok", 5)],
+        "child": [r.Child(RUN, seq, "x", "kid", None, "abandon", None), r.ChildDone(RUN, seq, "completed", 5)],
+        "sleep": [r.Timer(RUN, seq, "x", 3.0), r.Fired(RUN, seq)],
+        "wait": [r.Wait(RUN, seq, "x", 3.0), r.Waited(RUN, seq, "timeout", None)],
+    }[kind]
+    begun, done = completion[:-1], completion[-1]
+    for rec in begun:
+        d.add(rec)
+    cancel = r.Cancel(RUN, "stop", None)
+    recs = {"completion first": [done, cancel], "cancel first": [cancel, done], "cancel only": [cancel], "neither": []}
+    for rec in recs[order]:
+        d.add(rec)
+    live = d.m.next_for(seq)
+    assert live == {"completion first": "completion", "neither": None}.get(order, "cancel")
+    m = Machine(History.from_records(d.log))
+    for _, (k, n, _) in script:
+        m.begin(k, n)
+    if live == "cancel":
+        with pytest.raises(Cancelled):
+            m.begin(kind, "x")
+        return
+    answer = m.begin(kind, "x")
+    assert type(answer) is (Replay if live == "completion" else Live)
+    if live == "completion":
+        assert answer == d.m.take(seq)
+        with pytest.raises(Cancelled):  # the cancel lands at the next operation, live and replayed
+            d.m.begin("step", "next")
+        with pytest.raises(Cancelled):
+            m.begin("step", "next")
+
+
+def test_a_child_that_ended_just_before_the_cancel_returns_its_result_live_and_replayed():
+    """The reported bug: Child, ChildDone, Cancel recorded before the parent's process ran.  Taking the cancel
+    first (a fixed order of checks) raised Cancelled at the child live while replay returns its result."""
+    d = Driver()
+    seq = d.m.begin("child", "kid").seq
+    d.add(r.Child(RUN, seq, "kid", "kid", None, "terminate", None))
+    d.add(r.ChildDone(RUN, seq, "completed", 42))
+    d.add(r.Cancel(RUN, "stop", None))
+    assert d.m.cancelling and "completion" == d.m.next_for(seq)
+    assert 42 == d.m.take(seq).result()
+    with pytest.raises(Cancelled):
+        d.m.begin("step", "undo")
+    m = Machine(History.from_records(d.log))
+    assert 42 == m.begin("child", "kid").result()
+    with pytest.raises(Cancelled):
+        m.begin("step", "undo")
+
+
+def test_take_wants_a_recorded_completion():
+    m = Machine(history())
+    seq = m.begin("sleep", "nap").seq
+    assert m.next_for(seq) is None
+    with pytest.raises(ValueError, match="no recorded completion"):
+        m.take(seq)
 
 
 # -- examples -----------------------------------------------------------------------------
