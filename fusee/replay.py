@@ -550,6 +550,12 @@ class History:
 
     # children and sends
 
+    def child_ops(self) -> tuple[Op, ...]:
+        """Every child operation the journal knows (completed or not), by ``seq``."""
+        found = [op for op in self._ops.values() if type(op) is not tuple and op.kind == CHILD]
+        found.sort(key=lambda op: op.seq)
+        return tuple(found)
+
     def pending_children(self) -> tuple[Any, ...]:
         """The ``Child`` records of child operations begun and not completed, by ``seq``."""
         out = []
@@ -635,6 +641,17 @@ class Machine:
             if not done or h._cancel_turn < op.turn:  # type: ignore[union-attr, operator]
                 return CANCEL
         return COMPLETION if done else None
+
+    def settle(self, seq: int) -> Cancelled | None:
+        """Live operation ``seq`` has just recorded its own completion (a ``Step``): hand it out, as
+        :meth:`take` would, and answer ``None``; unless an undelivered cancel is recorded before it:
+        then deliver that cancel and answer it (to raise).  The same decision as :meth:`next_for`,
+        without building the delivery the live code already holds."""
+        if self.history._cancel is not None and not self._cancel_delivered:
+            if self.next_for(seq) == CANCEL:
+                return self.take_cancel()
+        self._handed += 1
+        return None
 
     def take(self, seq: int) -> Replay:
         """Hand out begun operation ``seq``'s recorded completion (live code, once :meth:`next_for` says

@@ -230,8 +230,8 @@ def _children_to_close(st: _RunState) -> list[r.Child]:
     """The ``Child`` records of ``st`` whose child its end closes: not abandoned, and not known ended
     (no ``ChildDone``, or one that says only ``started``)."""
     out = []
-    for op in st.machine.history.ops:
-        if op.kind != CHILD or op.armed is None or op.armed.parent_close == "abandon":
+    for op in st.machine.history.child_ops():
+        if op.armed is None or op.armed.parent_close == "abandon":
             continue
         if op.done is not None and op.done.status != "started":
             continue
@@ -387,6 +387,16 @@ class Ctx:
             return m.take(seq)
         return None
 
+    def _settled(self, seq: int) -> None:
+        """Live operation ``seq`` just recorded its own completion: raise a cancel recorded before it (as
+        replay will), else go on (:meth:`fusee.replay.Machine.settle`); ends the run past its deadline."""
+        st = self._st
+        if st.deadline is not None and st.engine._clock.now() >= st.deadline:
+            raise _Deadline()
+        c = st.machine.settle(seq)
+        if c is not None:
+            raise c
+
     def _pause(self, at: float | None) -> None:
         """Park until woken (a signal or a cancel arrived) or until unix time ``at``.
 
@@ -474,14 +484,14 @@ class Ctx:
                 failure = failure_of(exc)
                 if attempt >= retry.attempts:
                     st.append(r.Step(st.run, seq, name, attempt, "error", failure))
-                    self._next(seq)  # a cancel recorded before the Step lands here, as on replay
+                    self._settled(seq)  # a cancel recorded before the Step lands here, as on replay
                     raise StepFailed(name, failure) from exc
                 retry_at = clock.now() + retry.delay(attempt)
                 st.append(r.Attempt(st.run, seq, name, attempt, retry_at, failure))
                 attempt += 1
                 continue
             st.append(r.Step(st.run, seq, name, attempt, "ok", value))
-            self._next(seq)  # a cancel recorded while the body ran (before the Step) lands here, as on replay
+            self._settled(seq)  # a cancel recorded while the body ran (before the Step) lands here, as on replay
             return value
 
     def sleep(self, name: str, d: Any) -> None:
