@@ -52,6 +52,7 @@ from ensemble import NOMATCH
 from ensemble import dispatcher as _dispatcher
 from gevent import monkey as _monkey
 from gevent import get_hub as _get_hub
+from greenlet import getcurrent as _getcurrent
 from gevent import sleep as _yield_to_ready
 
 from . import segment as _seg
@@ -183,7 +184,7 @@ class _Shard:
         self.woken_home = 0
         self.inline_streak = 0
         self.inline_flushes = 0  # flushes done by a waiting process itself (no hand-off)
-        self.last_inline: Any = None  # the process that did the last flush inline (None: the flusher)
+        self.last_inline: Any = None  # the greenlet that did the last flush inline (None: the flusher)
         # The next segment, prepared (allocated, zero-filled, synced; header still zero) off the flush
         # path once the current one is half full; ``spare_lock`` is held while that is under way.
         self.spare_fd = -1
@@ -685,31 +686,39 @@ def _flush_inline(j: Journal, s: _Shard, lsn: int) -> None:
     flush woke nobody here (a chain of steps): then the flush starts at once,
     for at most ``_INLINE_STREAK`` flushes in a row.
     """
+    me = _getcurrent()  # the waiting process's greenlet
     while s.durable_lsn < lsn:
         with s.lock:
             if s.error is not None:
                 raise s.error
             if s.flushing:
                 return
-            s.flushing = True
+            # The same process flushing again, nobody else woken here: a chain of steps, flush at once.
+            quick = not s.woken_home and s.last_inline is me and s.inline_streak < _INLINE_STREAK
+            if quick and s.pending:
+                taken: tuple[int, list[bytes]] | None = _take(s)
+            else:
+                s.flushing = True
+                taken = None
+        released = False
         try:
-            me = e.self()
-            if s.woken_home or s.last_inline is not me or s.inline_streak >= _INLINE_STREAK:
+            if quick:
+                s.inline_streak += 1
+            else:
                 # Runs a flush woke here have yet to run, or others may have work this process
                 # has not seen (their records should join this batch), or this carrier's hub has
                 # not had a turn for a while: let every runnable process run first.
                 s.inline_streak = 0
                 _yield_to_ready(0)
-            else:  # the same process flushing again, nobody else woken: a chain of steps
-                s.inline_streak += 1
+                with s.lock:
+                    taken = _take(s) if s.pending else None
             s.last_inline = me
-            with s.lock:
-                taken = _take(s) if s.pending else None
             if taken is not None:
                 s.inline_flushes += 1
-                _flush_taken(j, s, *taken)
+                released = _flush_taken(j, s, *taken, release=True)
         finally:
-            _hand_back(s)
+            if not released:
+                _hand_back(s)
 
 
 def _deferred_kick(s: _Shard) -> None:
@@ -742,8 +751,10 @@ def _hand_back(s: _Shard) -> None:
         e.send(s.pid, _KICK)
 
 
-def _flush_taken(j: Journal, s: _Shard, first: int, batch: list[bytes]) -> None:
-    """Write and sync ``batch`` (the holder of the flush turn), mark it durable and wake its waiters.
+def _flush_taken(j: Journal, s: _Shard, first: int, batch: list[bytes], release: bool = False) -> bool:
+    """Write and sync ``batch`` (the holder of the flush turn), mark it durable and wake its waiters;
+    with ``release``, give up the turn too (:func:`_hand_back`, under the same lock).  Returns
+    ``release``.
 
     If the disk fails, nothing more is durable: the error is kept (every later
     append and wait raises it), every waiter is woken, and the error is raised.
@@ -759,12 +770,20 @@ def _flush_taken(j: Journal, s: _Shard, first: int, batch: list[bytes]) -> None:
         _wake(s, [w for w in woken if not callable(w)])
         raise
     last = first + len(batch) - 1
+    kick = False
     with s.lock:
         s.durable_lsn = last
         ready = []
         w = s.waiters
         while w and w[0][0] <= last:
             ready.append(heapq.heappop(w)[2])
+        if release:
+            s.flushing = False
+            kick = s.idle and bool(s.pending or s.closing)
+            if kick:
+                s.idle = False
+    if kick:
+        e.send(s.pid, _KICK)
     if ready:
         ents = [r for r in ready if not callable(r)]
         if ents:
@@ -772,6 +791,7 @@ def _flush_taken(j: Journal, s: _Shard, first: int, batch: list[bytes]) -> None:
         for r in ready:
             if callable(r):
                 r()
+    return release
 
 
 def _flush(j: Journal, s: _Shard, first: int, batch: list[bytes]) -> None:
