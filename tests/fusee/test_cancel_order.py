@@ -18,11 +18,7 @@ from ensemble import NOMATCH, TIMEOUT
 from fusee.shard import _ShardServer
 from fusee.testing import TestEngine
 
-PROBE: dict[str, object] = {}
-
-
-def tell(what):
-    e.send(PROBE["pid"], ("probe", what))
+from ._kit import tell
 
 
 def await_probe(tag, timeout=10.0):
@@ -31,14 +27,6 @@ def await_probe(tag, timeout=10.0):
                     and m[1][0] == tag else NOMATCH, timeout=timeout)
     assert got is not TIMEOUT, f"no probe {tag!r}"
     return got[1]
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    e.flush()
-    PROBE["pid"] = e.self()
-    yield
-    e.flush()
 
 
 def seen_then_finish(ctx, got):

@@ -4,35 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-import ensemble as e
 import fusee
-from ensemble import NOMATCH, TIMEOUT
 from fusee import records as r
 from fusee.testing import wait_until
 
-SEG = 1 << 20
-PROBE: dict[str, object] = {}
-
-
-def tell(what):
-    e.send(PROBE["pid"], ("probe", what))
-
-
-def await_probe(what, timeout=5.0):
-    got = e.receive(lambda m: m if m == ("probe", what) else NOMATCH, timeout=timeout)
-    assert got is not TIMEOUT, f"no probe {what!r}"
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    e.flush()
-    PROBE["pid"] = e.self()
-    yield
-    e.flush()
+from ._kit import SEG, await_probe, tell
 
 
 @pytest.fixture(params=["memory", "disk"])
 def opener(request, tmp_path):
+    """As conftest's ``opener``, with 3 shards by default (children on other shards than their parent)."""
     opened = []
     path = None if request.param == "memory" else str(tmp_path / "data")
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import ensemble as e
 import fusee
-from ensemble import NOMATCH, TIMEOUT
+from ensemble import NOMATCH
 from fusee import concurrency as c
 
 # -- the laws of the pure core ---------------------------------------------------------------
@@ -182,47 +182,7 @@ def test_names():
 
 # -- on an engine ----------------------------------------------------------------------------
 
-SEG = 1 << 20
-PROBE: dict[str, object] = {}
-
-
-def tell(*what) -> None:
-    """Tell the test's process that ``what`` happened (an ensemble message: runs live on other carriers)."""
-    e.send(PROBE["pid"], ("probe",) + what)
-
-
-def next_probe(timeout: float = 10.0):
-    """The next probe message (a tuple without its "probe" tag)."""
-    got = e.receive(lambda m: m[1:] if type(m) is tuple and m and m[0] == "probe" else NOMATCH, timeout=timeout)
-    assert got is not TIMEOUT, f"no probe within {timeout} s"
-    return got
-
-
-def no_probe_pending() -> bool:
-    return e.receive(lambda m: m if type(m) is tuple and m and m[0] == "probe" else NOMATCH, timeout=0) is TIMEOUT
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    e.flush()
-    PROBE["pid"] = e.self()
-    yield
-    e.flush()
-
-
-@pytest.fixture(params=["memory", "disk"])
-def opener(request, tmp_path):
-    opened: list[fusee.Engine] = []
-    path = None if request.param == "memory" else str(tmp_path / "data")
-
-    def open_(workflows, shards=2, **opts):
-        eng = fusee.Engine.open(path, workflows=workflows, shards=shards, segment_size=SEG, **opts)
-        opened.append(eng)
-        return eng
-
-    yield open_
-    for eng in opened:
-        eng.shutdown()
+from ._kit import SEG, next_probe, no_probe_pending, tell  # noqa: E402
 
 
 def body(ctx, inp):

@@ -19,52 +19,13 @@ import pytest
 
 import ensemble as e
 import fusee
-from ensemble import NOMATCH, TIMEOUT
 from fusee import delay as d
 from fusee.engine import Clock
 from fusee.workflow import _wake
 
 from .test_concurrency import CHILD, REPO, read_lines_until
 
-SEG = 1 << 20
-PROBE: dict[str, object] = {}
-
-
-def tell(*what) -> None:
-    e.send(PROBE["pid"], ("probe",) + what)
-
-
-def next_probe(timeout: float = 10.0):
-    got = e.receive(lambda m: m[1:] if type(m) is tuple and m and m[0] == "probe" else NOMATCH, timeout=timeout)
-    assert got is not TIMEOUT, f"no probe within {timeout} s"
-    return got
-
-
-def no_probe_pending() -> bool:
-    return e.receive(lambda m: m if type(m) is tuple and m and m[0] == "probe" else NOMATCH, timeout=0) is TIMEOUT
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    e.flush()
-    PROBE["pid"] = e.self()
-    yield
-    e.flush()
-
-
-@pytest.fixture(params=["memory", "disk"])
-def opener(request, tmp_path):
-    opened: list[fusee.Engine] = []
-    path = None if request.param == "memory" else str(tmp_path / "data")
-
-    def open_(workflows, shards=2, **opts):
-        eng = fusee.Engine.open(path, workflows=workflows, shards=shards, segment_size=SEG, **opts)
-        opened.append(eng)
-        return eng
-
-    yield open_
-    for eng in opened:
-        eng.shutdown()
+from ._kit import next_probe, no_probe_pending, tell  # noqa: E402
 
 
 class ShiftClock(Clock):
@@ -254,10 +215,8 @@ def test_a_cancel_after_the_delayed_run_exists_cancels_the_run(opener):
 def test_a_cancel_in_the_window_before_the_delayed_run_exists_cancels_the_run(opener):
     """cancel(id) lands on the delay run after it asked for the run but before the run exists: the
     delay run passes it on, and the run ends cancelled."""
-    from . import test_concurrency as tc
+    from .test_concurrency import hold_child_start
 
-    tc.PROBE["pid"] = e.self()  # hold_child_start reports through test_concurrency's probe
-    hold_child_start = tc.hold_child_start
     eng = opener([waiting])
     hold_child_start(eng, "c2")
     eng.start(waiting, "c2", 2, delay=0.01)

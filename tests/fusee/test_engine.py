@@ -13,10 +13,10 @@ import fusee.run
 from ensemble import NOMATCH, TIMEOUT
 from fusee import records as r
 
-SEG = 1 << 20  # small zero-filled segments keep every open quick
+from ._kit import PROBE, SEG, await_probe, tell
+
 COUNTS: dict[str, int] = {}
 SEEN: dict[str, list] = {}
-PROBE: dict[str, object] = {}
 
 
 def count(name: str) -> int:
@@ -25,42 +25,11 @@ def count(name: str) -> int:
     return COUNTS[name]
 
 
-def tell(what: str) -> None:
-    """Tell the test's process that ``what`` happened."""
-    e.send(PROBE["pid"], ("probe", what))
-
-
-def await_probe(what: str, timeout: float = 5.0) -> None:
-    """Wait for ``tell(what)``."""
-    got = e.receive(lambda m: m if m == ("probe", what) else NOMATCH, timeout=timeout)
-    assert got is not TIMEOUT, f"no probe {what!r} within {timeout} s"
-
-
 @pytest.fixture(autouse=True)
 def _reset():
     COUNTS.clear()
     SEEN.clear()
-    e.flush()
-    PROBE["pid"] = e.self()
     yield
-    e.flush()
-
-
-@pytest.fixture(params=["memory", "disk"])
-def opener(request, tmp_path):
-    """Opens engines in memory or on a directory of tmp_path; shuts every one down at the end."""
-    opened: list[fusee.Engine] = []
-    path = None if request.param == "memory" else str(tmp_path / "data")
-
-    def open_(workflows, shards=2, **opts):
-        eng = fusee.Engine.open(path, workflows=workflows, shards=shards, segment_size=SEG, **opts)
-        opened.append(eng)
-        return eng
-
-    open_.on_disk = path is not None
-    yield open_
-    for eng in opened:
-        eng.shutdown()
 
 
 @pytest.fixture
