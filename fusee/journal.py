@@ -590,16 +590,24 @@ class Journal:
                 if s.pid is not None:
                     e.exit_reason(s.pid)
         finally:
-            for s in self._shards:
-                if s.spare_pending:
-                    with s.spare_lock:
-                        pass
-                self._drop_spare(s)
-                if s.fd >= 0:
-                    os.close(s.fd)
-                    s.fd = -1
-            for name in self._dispatchers:
-                _dispatcher.shutdown(name)
+            self._release(keep_spares=False)
+
+    def _release(self, keep_spares: bool) -> None:
+        """Close every shard's files and shut its carrier down (an unused spare segment is deleted, or,
+        with ``keep_spares``, left on disk as a crash leaves it: the next open deletes it)."""
+        for s in self._shards:
+            if s.spare_pending:
+                with s.spare_lock:
+                    pass
+            if keep_spares and s.spare_fd >= 0:
+                os.close(s.spare_fd)
+                s.spare_fd = -1
+            self._drop_spare(s)
+            if s.fd >= 0:
+                os.close(s.fd)
+                s.fd = -1
+        for name in self._dispatchers:
+            _dispatcher.shutdown(name)
 
     def __enter__(self) -> "Journal":
         return self
@@ -631,18 +639,7 @@ class Journal:
             for pid in flushers:
                 e.exit_reason(pid)
         finally:
-            for s in self._shards:
-                if s.spare_pending:
-                    with s.spare_lock:
-                        pass
-                if s.spare_fd >= 0:  # left on disk, as a crash would: the next open deletes it
-                    os.close(s.spare_fd)
-                    s.spare_fd = -1
-                if s.fd >= 0:
-                    os.close(s.fd)
-                    s.fd = -1
-            for name in self._dispatchers:
-                _dispatcher.shutdown(name)
+            self._release(keep_spares=True)
 
 
 # ---------------------------------------------------------------------- the flusher
