@@ -67,7 +67,7 @@ DEFAULT_SEGMENT_SIZE = 16 << 20  # zero-filled at every open: 64 MiB x 4 shards 
 _SEG_NAME = re.compile(r"^(\d+)\.seg$")
 _ZEROS = bytes(1 << 20)
 _journal_ids = itertools.count(1)
-_INLINE_STREAK = 8  # inline flushes in a row without letting the carrier's hub take a turn
+_HUB_TURN = 0.002  # seconds of inline flushes in a row before the carrier's hub gets a turn (a timeslice)
 
 
 class _Kick:
@@ -137,7 +137,7 @@ class _Shard:
         "ident",
         "flushing",
         "woken_home",
-        "inline_streak",
+        "hub_turn",
         "inline_flushes",
         "last_inline",
         "spare_fd",
@@ -182,7 +182,7 @@ class _Shard:
         # Waiters on the shard's carrier that a flush has woken and that have not run yet (only
         # that carrier's thread changes it), and inline flushes since its hub last had a turn.
         self.woken_home = 0
-        self.inline_streak = 0
+        self.hub_turn = 0.0  # perf_counter() when the carrier's hub last had a turn from an inline flush
         self.inline_flushes = 0  # flushes done by a waiting process itself (no hand-off)
         self.last_inline: Any = None  # the greenlet that did the last flush inline (None: the flusher)
         # The next segment, prepared (allocated, zero-filled, synced; header still zero) off the flush
@@ -681,7 +681,7 @@ def _flush_inline(j: Journal, s: _Shard, lsn: int) -> None:
     low.  Every runnable process on the carrier gets a turn first (so its
     records join the batch), except when the same process flushed last and that
     flush woke nobody here (a chain of steps): then the flush starts at once,
-    for at most ``_INLINE_STREAK`` flushes in a row.
+    until ``_HUB_TURN`` seconds have passed since the hub's last turn.
     """
     me = _getcurrent()  # the waiting process's greenlet
     while s.durable_lsn < lsn:
@@ -691,7 +691,7 @@ def _flush_inline(j: Journal, s: _Shard, lsn: int) -> None:
             if s.flushing:
                 return
             # The same process flushing again, nobody else woken here: a chain of steps, flush at once.
-            quick = not s.woken_home and s.last_inline is me and s.inline_streak < _INLINE_STREAK
+            quick = not s.woken_home and s.last_inline is me and perf_counter() - s.hub_turn < _HUB_TURN
             if quick and s.pending:
                 taken: tuple[int, list[bytes]] | None = _take(s)
             else:
@@ -699,14 +699,12 @@ def _flush_inline(j: Journal, s: _Shard, lsn: int) -> None:
                 taken = None
         released = False
         try:
-            if quick:
-                s.inline_streak += 1
-            else:
+            if not quick:
                 # Runs a flush woke here have yet to run, or others may have work this process
                 # has not seen (their records should join this batch), or this carrier's hub has
                 # not had a turn for a while: let every runnable process run first.
-                s.inline_streak = 0
                 _yield_to_ready(0)
+                s.hub_turn = perf_counter()
                 with s.lock:
                     taken = _take(s) if s.pending else None
             s.last_inline = me
