@@ -19,9 +19,10 @@ something crashes):
    file preallocated and zero-filled as fusee's segments are (the cheapest durable append this
    filesystem offers: no metadata to commit).  Per-op latency, mean (p50/p99 in the note, and the
    same loop appending to a growing file, which also commits the file size).  N = 2,000.
-2. One workflow chaining 1,000 steps (each step's body waits for the previous step's record to be
-   durable: one flush per step).  Per-step latency, against the floor of 1.
-   Target: at most 1.3x the floor.
+2. One workflow chaining steps (each step's body waits for the previous step's record to be
+   durable: one flush per step), against the floor measured alongside it: 100 alternations of 20
+   floor ops (one file prepared beforehand; one untimed op first) and a workflow of 20 steps
+   (per-step latency = time between consecutive step bodies).  Target: at most 1.3x the floor.
 3. 64 concurrent workflows of 20 steps each (each workflow is started and awaited by its own
    ensemble process), on disk: durable steps per second, start to last result; the note gives
    ``engine.metrics()``' records per flush and mean flush latency.  Target: >= 20k steps/s.
@@ -34,6 +35,12 @@ something crashes):
    SQLAlchemy ``connect`` listener, and read back from DBOS's own system-database engine.
    Against the figure of 3.  Target: fusee >= 20x DBOS's steps/s.  Skipped, with a line saying
    why, if DBOS is not installed or cannot run on SQLite here.
+6. A parent workflow starting 100 children (one step each, on any of 4 shards) and awaiting them:
+   children/s, against DBOS's child workflows (a workflow calling ``start_workflow`` 100 times).
+7. 400 runs of a type limited to 4 at once, started one after another and awaited: runs/s through
+   the slot and coordinator runs, against a DBOS queue of global concurrency 4 (polled every 10 ms).
+8. Memory per parked run: 20,000 runs sleeping to one instant, all parked, then all woken; traced
+   Python allocations per run, parked against loaded.
 
 Output: one line per result, then a Markdown summary table (for the README), then one JSON line
 (the last line) with every figure and sample.
