@@ -636,6 +636,11 @@ class Engine:
         for shard in range(self.shards):
             self._call(shard, ("park_now", force))
 
+    def _next_wakeup(self) -> float | None:
+        """(The test kit) the engine time of the next parking event on any shard (None: none)."""
+        due = [t for t in (self._call(shard, ("next_wakeup",)) for shard in range(self.shards)) if t is not None]
+        return min(due) if due else None
+
     def _checkpoint_all(self) -> list[int]:
         """Write every shard's checkpoint (runs stopped) once the journal is durable through it; its LSNs."""
         lsns = []

@@ -309,6 +309,15 @@ class _ShardServer(_gs.GenServer):
         """(Tests, bench) run the parking decision now; ``force`` parks every paused run."""
         self._park_tick(force)
 
+    def _next_wakeup(self) -> float | None:
+        """(The test kit's virtual time) the engine time of this shard's next parking event: a parked
+        run due to wake, or a waiting run due to be parked; None if there is none."""
+        due = [at for at, _, st in self.wakeups if st.parked and st.wake_at == at]
+        park_after = self.engine._park_after
+        if park_after is not None:
+            due += [st.waiting_since + park_after for st in self.waiting if st.waiting_since is not None]
+        return min(due) if due else None
+
     def _parking_stats(self) -> dict[str, int]:
         loaded = sum(1 for st in self.all if st.pid is not None and st.status == RUNNING)
         waiting = sum(1 for st in self.all if st.pid is not None and st.waiting_since is not None)

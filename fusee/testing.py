@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import inspect
 import shutil
 import tempfile
 import time
@@ -204,10 +203,9 @@ class TestEngine:
         self._own_dir = path is None
         self.path = tempfile.mkdtemp(prefix="fusee-test-") if path is None else path
         self._options: dict[str, Any] = {"segment_size": segment_size, **options}
-        if "park_after" in inspect.signature(Engine.open).parameters:
-            # a parked run has no process paused on the clock, so the clock could not skip to its
-            # deadline: no parking unless asked for
-            self._options.setdefault("park_after", None)
+        # Parking is off unless asked for (park_after=...): then a skip also reaches parked runs'
+        # wake-ups and the moments waiting runs are due to be parked.
+        self._options.setdefault("park_after", None)
         self._mocks = _Mocks()
         self.engine: Engine = self._open()
 
@@ -261,7 +259,21 @@ class TestEngine:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise
             if self._progress() == seen:
-                self.clock.skip()
+                self._skip()
+
+    def _skip(self) -> bool:
+        """Jump to the next virtual deadline: a run paused on the clock, or a parking event (a parked
+        run due to wake, a waiting run due to be parked), whichever comes first; False if none."""
+        at = self.clock.next_deadline()
+        parking = self.engine._next_wakeup() if self.engine._park_after is not None else None
+        if parking is not None and (at is None or parking < at):
+            at = parking
+        if at is None:
+            return False
+        self.clock.advance_to(at)
+        if parking is not None:
+            self.engine._park_now(False)  # the shards' own ticks are armed in real time
+        return True
 
     # -- the engine API with virtual-time waits
 

@@ -95,6 +95,18 @@ def test_a_day_then_a_week_takes_no_real_time():
     assert time.monotonic() - t < 1.0
 
 
+def test_with_parking_a_sleeping_run_is_parked_and_woken_on_virtual_time():
+    """park_after on a TestEngine: the sleeping run is parked an (virtual) hour in, and the skip to its
+    wake-up loads it again; still no real time."""
+    t = time.monotonic()
+    with TestEngine([nap], park_after=3600) as eng:
+        slept = eng.execute(nap, "nap-parked")
+        m = eng.metrics()
+    assert slept >= 8 * DAY
+    assert m["parks"] == 2 and m["loads"] == 2  # once per sleep
+    assert time.monotonic() - t < 2.0
+
+
 def test_wait_for_with_a_virtual_timeout_returns_none():
     with TestEngine([patient]) as eng:
         start = eng.now()
