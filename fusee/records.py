@@ -200,7 +200,9 @@ class Done:
 @dataclass(frozen=True, slots=True)
 class Child:
     """Operation ``seq`` started (or attached to) child run ``id`` of type ``wtype`` with ``input``;
-    ``parent_close`` (one of :data:`PARENT_CLOSE`) is what the parent's end does to it; ``deadline`` its timeout."""
+    ``parent_close`` (one of :data:`PARENT_CLOSE`) is what the parent's end does to it; ``deadline`` its
+    timeout; ``at`` (optional) when the parent asked for it (a run of that ID that ended since was the
+    one it attached to)."""
 
     run: int
     seq: int
@@ -209,6 +211,7 @@ class Child:
     input: Any
     parent_close: str
     deadline: float | None
+    at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +377,7 @@ _SCHEMA: Final[dict[type, tuple[tuple[str, Any, str], ...]]] = {
         ("input", _PAYLOAD, ""),
         ("parent_close", _among(PARENT_CLOSE), f"one of {PARENT_CLOSE}"),
         ("deadline", _opt_time, "a finite number or None"),
+        ("at", _opt_time, "a finite number or None"),
     ),
     ChildDone: (
         ("run", _count, "an int >= 0"),
@@ -390,7 +394,10 @@ _SCHEMA: Final[dict[type, tuple[tuple[str, Any, str], ...]]] = {
     ),
 }
 
-OPTIONAL: Final[dict[type, frozenset[str]]] = {Start: frozenset(("deadline", "parent", "origin"))}
+OPTIONAL: Final[dict[type, frozenset[str]]] = {
+    Start: frozenset(("deadline", "parent", "origin")),
+    Child: frozenset(("at",)),
+}
 """Each record class to its optional fields: written only when not ``None``, read as ``None`` when absent."""
 
 PAYLOADS: Final[dict[str, tuple[str, ...]]] = {

@@ -650,7 +650,7 @@ class Ctx:
             rec = st.machine.history.op(op.seq).armed
         else:
             deadline = None if seconds is None else engine._clock.now() + seconds
-            rec = r.Child(st.run, op.seq, id, w.name, input, parent_close, deadline)
+            rec = r.Child(st.run, op.seq, id, w.name, input, parent_close, deadline, engine._clock.now())
             st.append(rec)
         if engine._journal.path is not None:  # the Child first: a crash then finds it and asks again
             engine._journal.wait_durable(st.shard, st.machine.gate())

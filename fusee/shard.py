@@ -48,6 +48,12 @@ if TYPE_CHECKING:
 # -- the shard server --------------------------------------------------------------------
 
 
+def _ended_since(cur: _RunState, rec: r.Child) -> bool:
+    """Whether run ``cur`` (not running) ended at or after the parent asked for it (``rec.at``; a
+    ``Child`` recorded before ``at`` existed never counts)."""
+    return rec.at is not None and cur.status != RUNNING and cur.finished is not None and cur.finished >= rec.at
+
+
 class _ShardServer(_gs.GenServer):
     """A shard's state: runs by workflow ID, run numbers, and every request routed to a run."""
 
@@ -119,10 +125,11 @@ class _ShardServer(_gs.GenServer):
         """Start child ``rec.id`` for ``parent`` (idempotent): a running run of that ID is attached to, one this
         parent run started already (by this operation or an earlier one, as ``start_child`` then ``child``)
         is taken as is (ended: its outcome is sent at once); else a new run starts.  Returns the LSN of
-        the child's ``Start``.  (An attach to a run another parent started is not recorded in that
-        run: if its ``ChildDone`` is lost in a crash and the run has ended, a new run starts.)"""
+        the child's ``Start``.  A run another parent (or nobody) started that ended after this parent
+        asked (``rec.at``) is the one it attached to: its outcome is taken (a parent asking again after
+        a crash lost its ``ChildDone``), not a new run started."""
         cur = self.runs.get(rec.id)
-        if cur is not None and (cur.status == RUNNING or _same_parent_run(cur.parent, parent)):
+        if cur is not None and (cur.status == RUNNING or _same_parent_run(cur.parent, parent) or _ended_since(cur, rec)):
             st = cur
         else:
             wf = self.engine._workflow(rec.wtype)

@@ -427,3 +427,33 @@ def test_a_lost_child_done_of_an_attached_child_is_recovered(tmp_path, monkeypat
     monkeypatch.undo()
     with fusee.Engine.open(path, [kid, parent], shards=4, segment_size=SEG, park_after=None) as eng:
         assert eng.result("pp", timeout=2) == [[0, "x"]]
+
+
+@fusee.workflow("park.attacher")
+def attacher(ctx, id):
+    return ctx.child(kid, id, 0)  # attaches: the child was started by nobody (a top-level start)
+
+
+def test_a_lost_child_done_of_a_foreign_attached_child_is_recovered(tmp_path, monkeypatch):
+    """The parent attached to a run it did not start; the run ends, the parent's shard never hears (the
+    telling lost: a crash); the reopened parent asks again and takes that run's outcome (it ended after
+    the parent asked), and no second run of the ID starts."""
+    from fusee import run as fusee_run
+
+    path = str(tmp_path / "j")
+    [id] = _elsewhere(1, shard_of("att", 4), 4)
+    eng = fusee.Engine.open(path, [kid, attacher], shards=4, segment_size=SEG, park_after=None)
+    try:
+        eng.start(kid, id, 7)
+        eng.start(attacher, "att", id)
+        wait_until(lambda: eng.metrics()["runs_waiting"] == 2, 10, "the child and the parent waiting")
+        monkeypatch.setattr(fusee_run, "_tell_parents", lambda st: setattr(st, "parents", []))
+        assert eng.signal(id, "go", "x")
+        assert eng.result(id, timeout=10) == [7, "x"]
+        run_before = eng.describe(id)["run"]
+    finally:
+        eng.shutdown()
+    monkeypatch.undo()
+    with fusee.Engine.open(path, [kid, attacher], shards=4, segment_size=SEG, park_after=None) as eng:
+        assert eng.result("att", timeout=10) == [7, "x"]
+        assert eng.describe(id)["run"] == run_before  # the same run: none started again

@@ -66,7 +66,8 @@ any_record = st.one_of(
     st.builds(
         Start, counts, names, names, counts, times, payloads, payloads, st.none() | times, payloads, payloads
     ),
-    st.builds(Child, counts, counts, names, names, payloads, st.sampled_from(PARENT_CLOSE), st.none() | times),
+    st.builds(Child, counts, counts, names, names, payloads, st.sampled_from(PARENT_CLOSE), st.none() | times,
+              st.none() | times),
     st.builds(ChildDone, counts, counts, st.sampled_from(CHILD_STATUSES), payloads),
     st.builds(Send, counts, counts, names, names, payloads),
     st.builds(Step, counts, counts, names, counts, st.sampled_from(STEP_STATUSES), payloads),
@@ -182,6 +183,16 @@ def test_optional_start_fields_are_left_out_when_none_and_read_back_as_none():
     new = Start(1, "a", "w", 1, 5.0, None, ["fail", "fail"], 9.0, {"shard": 0, "run": 2, "seq": 3, "id": "p"}, None)
     assert decode_record(encode_record(new)) == new
     assert list(json.loads(encode_record(new)))[-2:] == ["deadline", "parent"]
+
+
+def test_a_child_without_at_encodes_as_before_it():
+    """Child's ``at`` (when the parent asked) is optional: absent when None, so older journals read the same."""
+    old = Child(1, 2, "kid", "w", None, "terminate", None)
+    assert b'"at"' not in encode_record(old) and decode_record(encode_record(old)) == old
+    assert decode_record(b'{"t":"child","run":1,"seq":2,"id":"kid","wtype":"w","input":null,'
+                         b'"parent_close":"terminate","deadline":null}') == old
+    new = Child(1, 2, "kid", "w", None, "terminate", None, 12.5)
+    assert decode_record(encode_record(new)) == new and list(json.loads(encode_record(new)))[-1] == "at"
 
 
 def test_kinds_are_lowercase_class_names():
