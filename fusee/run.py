@@ -116,6 +116,12 @@ class _RunState:
         # order seen: from ``Start.origin["dedup"]``; a signal with one of them is a redelivery, dropped
         self.inherited: dict[Any, None] = _inherited_dedups(start.origin)
 
+    def await_durable(self) -> None:
+        """Block until every record of this run so far is durable (the gate; in memory, at once)."""
+        journal = self.engine._journal
+        if journal.path is not None:  # in memory, every append is durable at once
+            journal.wait_durable(self.shard, self.machine.gate())
+
     def append(self, rec: Any) -> int:
         """Journal ``rec`` (encoding first: ``NotSerializable`` records nothing) and feed it to the machine."""
         if self.status != RUNNING:
@@ -456,7 +462,6 @@ class Ctx:
         if type(op) is Replay:
             return op.result()
         st = self._st
-        m = st.machine
         seq = op.seq
         attempt = op.attempts + 1
         retry_at = op.retry_at
@@ -464,7 +469,6 @@ class Ctx:
         if engine._mocks:
             fn = engine._mocks.get((st.wtype, name), fn)
         takes = _takes_step_context(fn)
-        journal = engine._journal
         clock = engine._clock
         while True:
             if retry_at is not None:
@@ -473,8 +477,8 @@ class Ctx:
                     if clock.now() >= retry_at:
                         break
                     self._pause(retry_at)
-            if not read_only and journal.path is not None:  # in memory, every append is durable at once
-                journal.wait_durable(st.shard, m.gate())
+            if not read_only:
+                st.await_durable()
             try:
                 if takes:
                     value = fn(StepContext(f"{st.id}/{st.run}/{seq}", name, attempt))
@@ -652,8 +656,7 @@ class Ctx:
             deadline = None if seconds is None else engine._clock.now() + seconds
             rec = r.Child(st.run, op.seq, id, w.name, input, parent_close, deadline, engine._clock.now())
             st.append(rec)
-        if engine._journal.path is not None:  # the Child first: a crash then finds it and asks again
-            engine._journal.wait_durable(st.shard, st.machine.gate())
+        st.await_durable()  # the Child first: a crash then finds it and asks again
         lsn = engine._call(shard, ("child", rec, _parent_ref(st, op.seq, wait)))
         engine._durable(shard, lsn)
         return op
@@ -675,9 +678,7 @@ class Ctx:
         st = self._st
         rec = r.Send(st.run, op.seq, id, name, value)
         st.append(rec)
-        journal = st.engine._journal
-        if journal.path is not None:  # the Send first (and what led to it): a crash never takes back a delivered signal
-            journal.wait_durable(st.shard, st.machine.gate())
+        st.await_durable()  # the Send first (and what led to it): a crash never takes back a delivered signal
         _deliver_send(st.engine, st.id, rec)
         return None
 

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from . import segment as _seg
 from .crc32c import crc32c
+from .journal import _fsync_dir
 
 __all__ = ["Checkpoint", "encode", "decode", "write", "load", "NAMES"]
 
@@ -95,12 +96,6 @@ def decode(data: bytes) -> Checkpoint:
     return Checkpoint(shard, lsn, next_run, records)
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write(directory: str, cp: Checkpoint) -> None:
