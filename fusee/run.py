@@ -116,6 +116,10 @@ class _RunState:
         # order seen: from ``Start.origin["dedup"]``; a signal with one of them is a redelivery, dropped
         self.inherited: dict[Any, None] = _inherited_dedups(start.origin)
 
+    def past_deadline(self) -> bool:
+        """Whether the run has a deadline and the engine's clock has reached it."""
+        return self.deadline is not None and self.engine._clock.now() >= self.deadline
+
     def await_durable(self) -> None:
         """Block until every record of this run so far is durable (the gate; in memory, at once)."""
         journal = self.engine._journal
@@ -361,7 +365,7 @@ class Ctx:
             raise Terminated(None)
         if st.parking:  # unwinding to park (a finally in workflow code): record nothing
             raise _Parked()
-        if st.deadline is not None and st.engine._clock.now() >= st.deadline:
+        if st.past_deadline():
             raise _Deadline()
         try:
             return st.machine.begin(kind, name)
@@ -383,7 +387,7 @@ class Ctx:
         first if its deadline passed.
         """
         st = self._st
-        if st.deadline is not None and st.engine._clock.now() >= st.deadline:
+        if st.past_deadline():
             raise _Deadline()
         m = st.machine
         nxt = m.next_for(seq)
@@ -397,7 +401,7 @@ class Ctx:
         """Live operation ``seq`` just recorded its own completion: raise a cancel recorded before it (as
         replay will), else go on (:meth:`fusee.replay.Machine.settle`); ends the run past its deadline."""
         st = self._st
-        if st.deadline is not None and st.engine._clock.now() >= st.deadline:
+        if st.past_deadline():
             raise _Deadline()
         c = st.machine.settle(seq)
         if c is not None:
