@@ -1,5 +1,5 @@
-"""What fusee's engine tests share: small segments, and probes (ensemble messages from workflow code,
-which runs on the shards' carriers, to the test's process)."""
+"""What fusee's engine tests share: small segments, body-execution counters, and probes (ensemble
+messages from workflow code, which runs on the shards' carriers, to the test's process)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,13 @@ from ensemble import NOMATCH, TIMEOUT
 
 SEG = 1 << 20  # small zero-filled segments keep every open quick
 PROBE: dict[str, object] = {}  # "pid": the test's process (set before each test by conftest)
+COUNTS: dict[str, int] = {}  # how often each counted step body ran (emptied before each test by conftest)
+
+
+def count(name: str) -> int:
+    """Add one to the body-execution counter ``name`` and return it."""
+    COUNTS[name] = COUNTS.get(name, 0) + 1
+    return COUNTS[name]
 
 
 def tell(*what: Any) -> None:

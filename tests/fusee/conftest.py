@@ -7,12 +7,13 @@ import pytest
 import ensemble as e
 import fusee
 
-from ._kit import PROBE, SEG
+from ._kit import COUNTS, PROBE, SEG
 
 
 @pytest.fixture(autouse=True)
 def _probes():
-    """The test's process gets the probes; its mailbox is empty before and after."""
+    """The test's process gets the probes; its mailbox is empty before and after; counters start at 0."""
+    COUNTS.clear()
     e.flush()
     PROBE["pid"] = e.self()
     yield

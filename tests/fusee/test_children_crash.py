@@ -165,8 +165,8 @@ def test_parents_and_children_on_other_shards_survive_sigkill(tmp_path, seed):
     # No step whose record was durable ran again; in its round it ran exactly once, with the recorded token.
     order = {str(n): n for n in range(ROUNDS)} | {"final": ROUNDS}
     by_step: dict[tuple[str, str], list[tuple[int, str, Any]]] = {}
-    for r, wid, name, token, key in base.read_side_file(side):
-        by_step.setdefault((wid, name), []).append((order[r], token, key))
+    for round_, wid, name, token, key in base.read_side_file(side):
+        by_step.setdefault((wid, name), []).append((order[round_], token, key))
     for wid, rs in final.items():
         for name, step in rs[0].steps.items():
             ran = by_step.get((wid, name), [])

@@ -13,21 +13,13 @@ import fusee.run
 from ensemble import NOMATCH, TIMEOUT
 from fusee import records as r
 
-from ._kit import PROBE, SEG, await_probe, tell
+from ._kit import COUNTS, PROBE, SEG, await_probe, count, tell
 
-COUNTS: dict[str, int] = {}
 SEEN: dict[str, list] = {}
-
-
-def count(name: str) -> int:
-    """Add one to the body-execution counter ``name`` and return it."""
-    COUNTS[name] = COUNTS.get(name, 0) + 1
-    return COUNTS[name]
 
 
 @pytest.fixture(autouse=True)
 def _reset():
-    COUNTS.clear()
     SEEN.clear()
     yield
 

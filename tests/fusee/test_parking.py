@@ -17,8 +17,7 @@ from fusee.engine import Clock, shard_of
 from fusee.errors import Cancelled, Corrupt, NotFound, Terminated
 from fusee.testing import parked_memory, wait_until
 
-SEG = 1 << 20
-COUNTS: dict[str, int] = {}
+from ._kit import COUNTS, SEG, count
 
 
 class Manual(Clock):
@@ -32,17 +31,6 @@ class Manual(Clock):
 
     def pause(self, at: float | None) -> None:
         e.receive(lambda m: m if m == "fusee_wake" else e.NOMATCH)
-
-
-def count(name: str) -> int:
-    COUNTS[name] = COUNTS.get(name, 0) + 1
-    return COUNTS[name]
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    COUNTS.clear()
-    yield
 
 
 @fusee.workflow("park.waiter")
