@@ -27,9 +27,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from typing import Any
 
@@ -42,7 +39,7 @@ from fusee.replay import send_dedup
 
 from . import _children_crash_child as kids
 from . import _crash_child as base
-from .test_crash import LINE_DEADLINE, REPO, _Lines
+from .test_crash import REPO, Round, run_child
 
 CHILD = os.path.join(REPO, "tests", "fusee", "_children_crash_child.py")
 SEEDS = tuple(int(s) for s in os.environ.get("CHILDREN_CRASH_SEEDS", "3 17").split())
@@ -51,30 +48,10 @@ ROUNDS = 4
 
 def run_round(path: str, seed: int, number: int, waves: int, delay: float) -> list[str]:
     """Run the child for round ``number``, SIGKILL it ``delay`` s after ``ready``; its stdout lines."""
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    err_path = f"{path}.stderr.{number}"
-    with open(err_path, "wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, CHILD, path, str(seed), str(number), str(waves)],
-            stdout=subprocess.PIPE, stderr=err, env=env, cwd=REPO,
-        )
-        out = _Lines(proc)
-        try:
-            assert out.wait_for("ready", time.monotonic() + LINE_DEADLINE), "the child ended before it was ready"
-            out.pump(time.monotonic() + delay)  # the kill delay: keep reading meanwhile
-            assert proc.poll() is None, f"round {number}: the child ended by itself"
-            os.kill(proc.pid, signal.SIGKILL)
-            out.drain()
-            code = proc.wait(timeout=LINE_DEADLINE)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            proc.stdout.close()  # type: ignore[union-attr]
-    with open(err_path, encoding="utf-8", errors="replace") as f:
-        stderr = f.read()
-    assert code == -signal.SIGKILL and "Traceback" not in stderr, f"round {number} exited {code}:\n{stderr}"
-    return out.lines
+    rnd = Round(number, f"ready+{delay:.3f}")
+    run_child(path, seed, rnd, waves, "ready", delay, script=CHILD)
+    assert rnd.killed, f"round {number}: the child ended by itself (exit {rnd.returncode}):\n{rnd.stderr}"
+    return rnd.lines
 
 
 def one(runs: dict[str, list[kids.Run]], wid: str, where: str) -> kids.Run:

@@ -131,13 +131,14 @@ class _Lines:
 
 
 def run_child(path: str, seed: int, rnd: Round, waves: int, anchor: str | None, delay: float = 0.0,
-              forever: bool = False) -> None:
-    """Run the child for round ``rnd``; SIGKILL it ``delay`` s after it prints ``anchor`` (None: never)."""
+              forever: bool = False, script: str = CHILD) -> None:
+    """Run the child ``script`` (``path seed round waves [forever]``) for round ``rnd``; SIGKILL it
+    ``delay`` s after it prints ``anchor`` (None: never)."""
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     err_path = f"{path}.stderr.{rnd.number}"
     with open(err_path, "wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, CHILD, path, str(seed), str(rnd.number), str(waves)] + (["forever"] if forever else []),
+            [sys.executable, script, path, str(seed), str(rnd.number), str(waves)] + (["forever"] if forever else []),
             stdout=subprocess.PIPE,
             stderr=err,
             env=env,
