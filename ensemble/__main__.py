@@ -9,26 +9,44 @@ crashed, ``exit(self(), "boom")``) or a line calls ``exit(reason)``, the shell
 prints ``** exception exit: <reason>`` as Erlang's does and carries on; the next
 use makes a new shell process.
 
+``exit()`` with no argument leaves the shell, as Python's ``exit()`` does (so
+do ``quit()`` and end of input, Ctrl-D); ``exit(reason)`` and
+``exit(pid, reason)`` keep their ensemble meaning (see :func:`ensemble.exit`).
+
+Ctrl-C interrupts the line being run, wherever the shell process waits (a
+``receive()`` for a message that never comes, ``join``...), with a plain
+``KeyboardInterrupt``: the shell prints ``KeyboardInterrupt`` and gives the
+prompt back; the shell process stays the same.  At the prompt, Ctrl-C drops
+the line being typed, as in Python.  Processes spawned at the prompt are not
+interrupted.
+
 Prompts, the banner and exit reports go to stdout; tracebacks go to stderr.
 Line editing (the ``readline`` module) is not available: ``input()`` would
 block the hub and every process of the default dispatcher with it.
+
+``python -m ensemble --version`` prints the version and, per native (C) hot
+path, whether it runs native or falls back to pure Python, and why
+(:func:`ensemble._native.status`), then exits.
 """
 
 from __future__ import annotations
 
+import argparse
 import code
 import os
+import signal
 import sys
 from typing import Any
 
 import gevent
+import greenlet
 from gevent.socket import wait_read
 
 import ensemble
 from ensemble import _process as _P
 from ensemble._exceptions import Exit, ExitSignal
 
-__all__ = ["Console", "main"]
+__all__ = ["Console", "ShellExit", "main", "version_text"]
 
 
 def _show(reason: Any) -> str:
@@ -97,6 +115,8 @@ class Console(code.InteractiveConsole):
     def runcode(self, code_obj: Any) -> None:
         try:
             exec(code_obj, self.locals)
+        except KeyboardInterrupt:  # Ctrl-C: no traceback of the hub's innards
+            self.write("KeyboardInterrupt\n")
         except ExitSignal as e:  # an exit signal killed the shell process
             self.exit_report(e.reason)
         except Exit as e:  # exit(reason) at the prompt: the shell process exits
@@ -110,6 +130,79 @@ class Console(code.InteractiveConsole):
             self.showtraceback()
 
 
+class ShellExit:
+    """The shell's ``exit``: ``exit()`` leaves the shell, otherwise :func:`ensemble.exit`.
+
+    ``exit()`` raises ``SystemExit`` (as Python's ``exit()``) when called by the
+    shell's own greenlet, i.e. from a line typed at the prompt; called with no
+    argument anywhere else (a process spawned at the prompt) it raises
+    TypeError: a process ends with ``exit(reason)``.  ``exit(reason)`` and
+    ``exit(pid, reason)`` are exactly :func:`ensemble.exit`.
+    """
+
+    def __init__(self, shell: Any = None) -> None:
+        self._shell = greenlet.getcurrent() if shell is None else shell
+
+    def __call__(self, *args: Any) -> Any:
+        if args:
+            return ensemble.exit(*args)
+        if greenlet.getcurrent() is self._shell:
+            raise SystemExit(None)
+        raise TypeError(
+            "exit() with no argument leaves the shell, and only at the prompt; "
+            "a process ends with exit(reason)"
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "Use exit() or Ctrl-D (i.e. EOF) to leave the shell; exit(reason) ends the "
+            "shell process, exit(pid, reason) sends an exit signal"
+        )
+
+
+class _Interrupts:
+    """SIGINT for the shell: a KeyboardInterrupt in the shell's greenlet only.
+
+    Python raises KeyboardInterrupt in whatever greenlet runs when the signal
+    is handled; while the shell waits (``receive()``, the prompt) that is the
+    hub, which prints a traceback of its own and then throws the exception
+    into the main greenlet.  Instead, a signal handled in another greenlet is
+    passed on: the hub throws a plain KeyboardInterrupt into the shell's
+    greenlet, where it is waiting.  Processes are never interrupted.
+    """
+
+    def __init__(self, shell: Any) -> None:
+        self._shell = shell
+        self._hub = gevent.get_hub()
+        self._installed = False
+        self._previous: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if greenlet.getcurrent() is self._shell:
+            raise KeyboardInterrupt
+        self._hub.loop.run_callback(self._interrupt_shell)
+
+    def _interrupt_shell(self) -> None:
+        # Runs in the hub, as gevent's own handle_system_error does.
+        if not self._shell.dead and greenlet.getcurrent() is not self._shell:
+            self._shell.throw(KeyboardInterrupt)
+
+    def __enter__(self) -> "_Interrupts":
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+            self._installed = True
+        except ValueError:  # not the main thread: leave SIGINT alone
+            pass
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._installed:
+            # None: the previous handler was not set from Python; the default then.
+            previous = signal.default_int_handler if self._previous is None else self._previous
+            signal.signal(signal.SIGINT, previous)
+            self._installed = False
+
+
 def banner() -> str:
     v = sys.version_info
     return (
@@ -118,23 +211,61 @@ def banner() -> str:
     )
 
 
+def version_text() -> str:
+    """What ``--version`` prints: the versions, then each native hot path's status."""
+    from ensemble import _native
+
+    v = sys.version_info
+    lines = [f"ensemble {ensemble.__version__} (Python {v.major}.{v.minor}.{v.micro}, gevent {gevent.__version__})"]
+    lines += _native.status_lines()
+    return "\n".join(lines) + "\n"
+
+
 def namespace() -> dict:
-    """The prompt's globals: ``from ensemble import *`` plus ``ensemble`` and ``timer``."""
+    """The prompt's globals: ``from ensemble import *`` plus ``ensemble``, ``timer``
+    and the shell's ``exit`` (:class:`ShellExit`)."""
     ns: dict = {"__name__": "__console__", "__doc__": None}
     exec("from ensemble import *", ns)
     ns["ensemble"] = ensemble
     ns["timer"] = ensemble.timer
+    ns["exit"] = ShellExit()
     return ns
 
 
-def main() -> int:
-    console = Console(namespace())
+def _write(text: str) -> None:
     try:
-        sys.stdout.write(banner() + "\n")
+        sys.stdout.write(text)
     except UnicodeEncodeError:  # a stdout that cannot show the dash
-        sys.stdout.write(banner().replace("\u2014", "-") + "\n")
+        sys.stdout.write(text.replace("\u2014", "-"))
     sys.stdout.flush()
-    console.interact(banner="", exitmsg="")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the shell (or, with ``--version``, print the version text); the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m ensemble",
+        description="An interactive ensemble shell, like Erlang's erl.",
+    )
+    parser.add_argument(
+        "--version", "-V", action="store_true",
+        help="print the version and which native hot paths run native, then exit",
+    )
+    args = parser.parse_args(argv)
+    if args.version:
+        _write(version_text())
+        return 0
+    console = Console(namespace())
+    _write(banner() + "\n")
+    try:
+        with _Interrupts(greenlet.getcurrent()):
+            console.interact(banner="", exitmsg="")
+    except SystemExit as e:  # exit() or quit() at the prompt
+        sys.stdout.flush()
+        code_ = e.code
+        if code_ is None or isinstance(code_, int):
+            return code_ or 0
+        sys.stderr.write(f"{code_}\n")
+        return 1
     sys.stdout.flush()
     return 0
 

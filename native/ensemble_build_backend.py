@@ -7,7 +7,11 @@ modules declared in native/modules.py (see native_build.py).  With no module
 declared this is exactly setuptools.build_meta and the wheel is pure Python.
 Both ``pip install .`` and ``pip install -e .`` (PEP 660) go through here; in
 editable mode setuptools builds the extensions in place, i.e. the .so files
-land next to the sources (ensemble/_native_<name>.*.so).
+land next to the sources (ensemble/_native_<name>.*.so).  Either way the build
+deletes old compiled modules first and writes a build report, so that a
+failed compile is shown (terminal, then a warning at import and in
+``python -m ensemble --version``) and never masked by a stale .so: see
+native_build.py and docs/native.md.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ is added only once a benchmark in bench/ shows that it pays.
 Example (native/mailbox.c must exist)::
 
     MODULES = [
-        native_module("mailbox", cdef='''
+        native_module("mailbox", used_by="ensemble.mailbox", cdef='''
             int mbx_push(void *q, void *item);
         '''),
     ]
@@ -20,7 +20,7 @@ from native_build import native_module  # noqa: F401  (used by the entries)
 
 MODULES = [
     # CRC32C for fusee's journal (fusee/crc32c.py; bench/crc32c.py shows it pays)
-    native_module("crc32c", cdef="""
+    native_module("crc32c", used_by="fusee.crc32c", cdef="""
         uint32_t crc32c_update(uint32_t value, const char *buf, size_t len);
         uint32_t crc32c_portable(uint32_t value, const char *buf, size_t len);
         int crc32c_hw(void);

@@ -16,9 +16,25 @@ for ``pip install -e .``).  ``ensemble._native.load("mailbox")`` returns the
 compiled module, or None, and the caller falls back to pure Python.
 
 Compilation is optional: with no working C compiler the install still
-succeeds (setuptools prints ``building extension ... failed``) and every
-caller runs its pure-Python fallback.  Set ``ENSEMBLE_REQUIRE_NATIVE=1`` at
-install time to make a compile failure fatal instead.
+succeeds and every caller runs its pure-Python fallback.  Set
+``ENSEMBLE_REQUIRE_NATIVE=1`` at install time to make a compile failure fatal
+instead.  A failure is never silent, although pip hides a backend's output:
+
+* every build writes a build report, ``<package>/_native_build.json``
+  (:data:`REPORT_NAME`), next to the compiled modules (into the wheel, or
+  into the source tree for ``pip install -e .``): per module, built or not
+  and why.  ``ensemble._native`` reads it: ``load()`` warns once
+  (``NativeFallbackWarning``) when a declared module failed to build, and
+  ``python -m ensemble --version`` lists it;
+* the build prints a warning on stderr (seen with ``pip install -v``) and,
+  best effort, on the controlling terminal (``/dev/tty``), which pip does
+  not capture.
+
+A stale artifact never stands in for a failed build: before compiling, the
+build deletes every compiled ``_native_*`` module of the packages it builds
+for, in the build directory (a leftover ``build/``) and, for in-place builds,
+next to the sources; and it always recompiles (``force``), so an old ``.so``
+that looks up to date is not reused.
 
 Nothing here imports cffi or setuptools at import time, so
 ``declared_modules()`` works with any python3.
@@ -26,7 +42,9 @@ Nothing here imports cffi or setuptools at import time, so
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
+import json
 import os
 import shlex
 import shutil
@@ -41,6 +59,10 @@ from typing import Any, Iterable, Mapping
 NATIVE_DIR = Path(__file__).resolve().parent
 MODULES_FILE = NATIVE_DIR / "modules.py"
 REQUIRE_ENV = "ENSEMBLE_REQUIRE_NATIVE"
+#: The build report's file name, in each package that has native modules.
+#: ensemble/_native.py reads it (and has its own copy of this name).
+REPORT_NAME = "_native_build.json"
+REPORT_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -52,6 +74,7 @@ class NativeModule:
     source: Path
     package: str = "ensemble"
     ext_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    used_by: str = ""
 
     @property
     def qualname(self) -> str:
@@ -84,6 +107,7 @@ def native_module(
     source: str | os.PathLike | None = None,
     *,
     package: str = "ensemble",
+    used_by: str = "",
     **ext_kwargs: Any,
 ) -> NativeModule:
     """Declare a C module: THE one call to add a hot path (in native/modules.py).
@@ -93,6 +117,8 @@ def native_module(
     source      the C file, relative to native/ (default ``<name>.c``);
                 absolute paths are accepted (the tests use a tmp dir)
     package     the Python package the .so lands in (default ``ensemble``)
+    used_by     the hot path it speeds up, e.g. ``"fusee.crc32c"``: shown by
+                ``python -m ensemble --version`` (from the build report)
     ext_kwargs  passed to setuptools.Extension (libraries,
                 extra_compile_args, define_macros, ...)
     """
@@ -105,7 +131,7 @@ def native_module(
         path = NATIVE_DIR / path
     if not path.is_file():
         raise FileNotFoundError(f"native module {name!r}: C source {path} not found")
-    return NativeModule(name, cdef, path.resolve(), package, dict(ext_kwargs))
+    return NativeModule(name, cdef, path.resolve(), package, dict(ext_kwargs), str(used_by))
 
 
 def declared_modules(modules_file: str | os.PathLike = MODULES_FILE) -> list[NativeModule]:
@@ -154,24 +180,168 @@ def extensions(modules: Iterable[NativeModule], *, optional: bool = True) -> lis
     return exts
 
 
+def compiled_artifacts(directory: str | os.PathLike) -> list[Path]:
+    """The compiled ``_native_*`` modules in directory that this interpreter could import.
+
+    That is, files named ``_native_<identifier><suffix>`` for a suffix of
+    ``importlib.machinery.EXTENSION_SUFFIXES`` (``.cpython-311-x86_64-linux-gnu.so``,
+    ``.abi3.so``, ``.so`` on CPython 3.11/Linux).  These are what a build
+    deletes before compiling, so that none can outlive a failed build.
+    """
+    d = Path(directory)
+    if not d.is_dir():
+        return []
+    found = []
+    for f in sorted(d.iterdir()):
+        if not f.name.startswith("_native_"):
+            continue
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            if f.name.endswith(suffix) and f.name[: -len(suffix)].isidentifier():
+                found.append(f)
+                break
+    return found
+
+
+def _one_line(e: BaseException, head: int = 150, tail: int = 100) -> str:
+    """The exception on one line; a long one (a compiler command line) keeps its
+    head (which command) and its tail (how it ended)."""
+    text = " ".join(f"{type(e).__name__}: {e}".split())
+    return text if len(text) <= head + tail + 5 else f"{text[:head]} ... {text[-tail:]}"
+
+
+def tell_terminal(text: str) -> bool:
+    """Write text to the controlling terminal (``/dev/tty``); False if there is none.
+
+    pip captures a build backend's stdout and stderr and shows them only if
+    the build fails (or with ``-v``), but the backend still has pip's
+    controlling terminal: this is how a successful install that fell back to
+    pure Python is seen anyway.  Without a terminal (CI, a detached session)
+    nothing is written; the runtime warning and the build report remain.
+    """
+    try:
+        fd = os.open("/dev/tty", os.O_WRONLY | os.O_NOCTTY)
+    except OSError:
+        return False
+    try:
+        os.write(fd, text.encode("utf-8", "replace"))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
 def _build_ext_class():
     from setuptools.command.build_ext import build_ext
 
     class BuildExt(build_ext):
-        """build_ext that first writes cffi's wrapper C for declared modules.
+        """build_ext for declared native modules: cffi wrapper, no stale .so, a report.
 
-        Compile errors of optional extensions are turned into warnings by
-        setuptools itself (and the .so is then simply absent).
+        Before compiling: writes cffi's wrapper C for each declared module,
+        deletes every compiled ``_native_*`` module of their packages from the
+        output directories (build_lib, and the source package for in-place /
+        editable builds) and sets ``force``, so nothing old can stand in for
+        a module that fails now.  Compile errors of optional extensions are
+        turned into warnings by setuptools itself (the .so is then absent).
+        After: writes the build report (:data:`REPORT_NAME`) into each output
+        package directory, and, if a module was not built, a warning on
+        stderr and (``tell_terminal``) on the controlling terminal.
         """
 
+        #: False in build_into() (tests): no writing to the developer's terminal.
+        tell_terminal = True
+
         def run(self):
-            for ext in self.extensions:
-                m = getattr(ext, "_ensemble_native", None)
-                if m is not None:
-                    ext.sources = [str(m.emit_c(self.build_temp))]
+            self._ensemble_errors: dict[str, str] = {}
+            natives = [
+                (ext, ext._ensemble_native)
+                for ext in self.extensions
+                if getattr(ext, "_ensemble_native", None) is not None
+            ]
+            for ext, m in natives:
+                ext.sources = [str(m.emit_c(self.build_temp))]
+            if natives:
+                self.force = True  # an old .so that merely looks up to date is not reused
+                for d in self._package_dirs({m.package for _, m in natives}):
+                    for stale in compiled_artifacts(d):
+                        stale.unlink()
             super().run()
+            if natives:
+                self._report([m for _, m in natives])
+
+        def build_extension(self, ext):
+            try:
+                super().build_extension(ext)
+            except Exception as e:
+                if getattr(ext, "_ensemble_native", None) is not None:
+                    self._ensemble_errors[ext.name] = _one_line(e)
+                raise
+
+        def _package_dirs(self, packages) -> list[Path]:
+            """Where the packages' compiled modules land: build_lib, and in place."""
+            dirs = []
+            for pkg in sorted(packages):
+                dirs.append(Path(self.build_lib, *pkg.split(".")))
+                if self.inplace:
+                    build_py = self.get_finalized_command("build_py")
+                    dirs.append(Path(build_py.get_package_dir(pkg)))
+            return dirs
+
+        def _report(self, modules: list[NativeModule]) -> None:
+            failed = []
+            for pkg in sorted({m.package for m in modules}):
+                mine = [m for m in modules if m.package == pkg]
+                for d in self._package_dirs([pkg]):
+                    d.mkdir(parents=True, exist_ok=True)
+                    entries = {}
+                    for m in mine:
+                        so = d / Path(self.get_ext_filename(m.qualname)).name
+                        built = so.is_file()
+                        error = None if built else self._ensemble_errors.get(
+                            m.qualname, "not built (see the build output)")
+                        entries[m.qualname] = {
+                            "name": m.name,
+                            "used_by": m.used_by,
+                            "built": built,
+                            "file": so.name if built else None,
+                            "error": error,
+                        }
+                        if not built and (m, error) not in failed:
+                            failed.append((m, error))
+                    report = {
+                        "format": REPORT_FORMAT,
+                        "ext_suffix": importlib.machinery.EXTENSION_SUFFIXES[0],
+                        "modules": entries,
+                    }
+                    (d / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n")
+            if failed:
+                text = failure_message(failed)
+                sys.stderr.write(text)
+                sys.stderr.flush()
+                if self.tell_terminal and not _isatty(sys.stderr):
+                    tell_terminal(text)
 
     return BuildExt
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def failure_message(failed: Iterable[tuple[NativeModule, str]]) -> str:
+    """The warning a build prints when declared modules were not built."""
+    lines = ["", "WARNING: ensemble: a C hot path was not built; it will run in pure Python (slower)."]
+    for m, error in failed:
+        used = f" (used by {m.used_by})" if m.used_by else ""
+        lines.append(f"WARNING: ensemble:   {m.qualname}{used}: {error}")
+    lines.append(
+        "WARNING: ensemble: the install goes on. Check with `python -m ensemble --version`; "
+        f"{REQUIRE_ENV}=1 makes this an error."
+    )
+    return "\n".join(lines) + "\n"
 
 
 def _sdist_class():
@@ -212,7 +382,10 @@ def build_into(
 ) -> list[Path]:
     """Compile modules into build_lib/<package>/ with the same build_ext as the
     backend, outside of any install.  Returns the built .so paths.  With
-    required=False a compile failure only warns (as in a real install)."""
+    required=False a compile failure only warns (as in a real install).  As in
+    an install, stale compiled ``_native_*`` modules in build_lib/<package>/
+    are deleted first and the build report is written there; the controlling
+    terminal is left alone."""
     from setuptools import Distribution
 
     modules = list(modules)
@@ -226,6 +399,7 @@ def build_into(
         }
     )
     cmd = dist.get_command_obj("build_ext")
+    cmd.tell_terminal = False
     cmd.build_lib = str(build_lib)
     cmd.build_temp = str(build_temp)
     cmd.inplace = False

@@ -9,7 +9,10 @@ is a reason to skip.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
+import json
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -154,3 +157,52 @@ def test_declared_modules_are_built(compiler_problem):
         assert spec is not None, f"{m.qualname} is declared but not built: run `pip install -e .`"
         mod = importlib.import_module(m.qualname)
         assert hasattr(mod, "lib") and hasattr(mod, "ffi")
+
+
+def _report(directory: Path) -> dict:
+    return json.loads((directory / native_build.REPORT_NAME).read_text())
+
+
+def test_failed_build_deletes_stale_modules_and_reports_why(probe, tmp_path, monkeypatch, capfd):
+    """A leftover build dir never stands in for a failed build.
+
+    Old compiled modules in build_lib/ensemble/ (this one, and one no longer
+    declared), newer than the sources so that they look up to date, are
+    deleted; the build report says the module failed and why; stderr says so.
+    """
+    pkg = tmp_path / "lib" / "ensemble"
+    pkg.mkdir(parents=True)
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    stale = [pkg / f"_native_{probe.name}{suffix}", pkg / f"_native_{probe.name}.abi3.so",
+             pkg / f"_native_gone{suffix}"]
+    for f in stale:
+        f.write_bytes(b"an old build")
+        os.utime(f, (2**31, 2**31))  # far in the future: "up to date"
+    keep = pkg / "other.so"
+    keep.write_bytes(b"not ours")
+    monkeypatch.setenv("CC", "/bin/false")
+    assert native_build.build_into([probe], tmp_path / "lib", tmp_path / "temp", required=False) == []
+    assert [f for f in stale if f.exists()] == []
+    assert keep.exists()
+    entry = _report(pkg)["modules"][probe.qualname]
+    assert entry["built"] is False and entry["file"] is None
+    assert "/bin/false" in entry["error"]
+    err = capfd.readouterr().err
+    assert f"WARNING: ensemble:   {probe.qualname}" in err and "pure Python" in err
+
+
+def test_successful_build_is_reported(probe, tmp_path, compiler_problem):
+    if compiler_problem:
+        pytest.skip(compiler_problem)
+    pkg = tmp_path / "lib" / "ensemble"
+    (built,) = native_build.build_into([probe], tmp_path / "lib", tmp_path / "temp")
+    report = _report(pkg)
+    assert report["ext_suffix"] == importlib.machinery.EXTENSION_SUFFIXES[0]
+    assert report["modules"][probe.qualname] == {
+        "name": probe.name, "used_by": "", "built": True, "file": built.name, "error": None,
+    }
+
+
+def test_declared_modules_say_what_they_speed_up():
+    for m in native_build.declared_modules():
+        assert m.used_by, f"{m.qualname}: give native_module(..., used_by=...)"

@@ -1,15 +1,20 @@
-"""``python -m ensemble``: the interactive shell, driven through a pipe."""
+"""``python -m ensemble``: the interactive shell, driven through a pipe or a pty."""
 
 from __future__ import annotations
 
 import os
+import pty
 import select
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import gevent
+import pytest
+
+from ensemble import __main__ as shell_main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -213,3 +218,196 @@ def test_an_ordinary_exception_shows_a_traceback_and_keeps_the_shell():
     )
     assert "ZeroDivisionError" in r.stderr
     assert "kept True" in r.stdout
+
+
+# --------------------------------------------------------------------------
+# Through a real terminal: a pty whose slave is the shell's controlling
+# terminal, so Ctrl-C typed on it (\x03) makes the line discipline send SIGINT.
+# --------------------------------------------------------------------------
+
+# Runs in the child, in a fresh interpreter: make the pty on fd 0 the
+# controlling terminal of the new session (start_new_session=True did setsid),
+# then become the shell.
+_CTTY_EXEC = (
+    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'ensemble'])"
+)
+
+
+class PtyShell:
+    """``python -m ensemble`` on a pty: type keys, read the screen (echo included)."""
+
+    def __init__(self) -> None:
+        self.master, slave = pty.openpty()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _CTTY_EXEC],
+                stdin=slave, stdout=slave, stderr=slave,
+                start_new_session=True, env=_env(), cwd=str(ROOT), close_fds=True,
+            )
+        finally:
+            os.close(slave)
+        self.raw = b""
+        self.eof = False
+
+    @property
+    def out(self) -> str:
+        return self.raw.decode("utf-8", "replace").replace("\r\n", "\n")
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def _read(self, deadline: float) -> bool:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        ready, _, _ = select.select([self.master], [], [], left)
+        if ready:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:  # EIO: the shell closed the terminal (it exited)
+                chunk = b""
+            if not chunk:
+                self.eof = True
+            self.raw += chunk
+        return True
+
+    def read_until(self, text: str, start: int = 0, timeout: float = 20.0) -> str:
+        """Read until ``text`` shows in the output after offset ``start``; the whole output."""
+        deadline = time.monotonic() + timeout
+        while text not in self.out[start:]:
+            if self.eof or not self._read(deadline):
+                raise AssertionError(f"{text!r} not seen after offset {start}; screen: {self.out!r}")
+        return self.out
+
+    def read_to_exit(self, timeout: float = 20.0) -> int:
+        """Read until the shell closes the terminal; its exit status."""
+        deadline = time.monotonic() + timeout
+        while not self.eof:
+            if not self._read(deadline):
+                raise AssertionError(f"the shell did not exit; screen: {self.out!r}")
+        return self.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self.master)
+
+
+@pytest.fixture
+def tty_shell():
+    sh = PtyShell()
+    try:
+        sh.read_until(">>> ")
+        yield sh
+    finally:
+        sh.close()
+
+
+def test_exit_with_no_argument_leaves_the_shell_on_a_terminal(tty_shell):
+    """exit() typed at the prompt ends `python -m ensemble` with status 0, no traceback."""
+    tty_shell.type("exit()\n")
+    rc = tty_shell.read_to_exit()
+    assert 0 == rc, tty_shell.out
+    assert "Traceback" not in tty_shell.out and "Error" not in tty_shell.out
+
+
+def test_exit_with_a_reason_still_ends_only_the_shell_process_on_a_terminal(tty_shell):
+    """exit('bye') keeps its ensemble meaning: the report, then a new shell process at the prompt."""
+    tty_shell.type("old = self()\n")
+    tty_shell.type("exit('bye')\n")
+    tty_shell.read_until("** exception exit: bye")
+    tty_shell.type("print('replaced', self() != old, is_alive(old))\n")
+    tty_shell.read_until("replaced True False\n")
+    tty_shell.type("exit(self(), 'kill')\n")
+    tty_shell.read_until("** exception exit: killed")
+    tty_shell.type("exit()\n")
+    assert 0 == tty_shell.read_to_exit()
+
+
+def test_ctrl_c_interrupts_a_receive_with_a_plain_keyboard_interrupt(tty_shell):
+    """^C during a receive() that waits forever: 'KeyboardInterrupt', the prompt, no hub traceback."""
+    tty_shell.type("old = self()\n")
+    tty_shell.type("print('wait' + 'ing'); receive()\n")
+    at = len(tty_shell.read_until("waiting\n"))  # the echo shows 'wait' + 'ing', not waiting
+    tty_shell.type("\x03")
+    tty_shell.read_until(">>> ", start=at)
+    shown = tty_shell.out[at:]
+    assert "KeyboardInterrupt\n>>> " in shown, shown
+    assert 1 == shown.count("KeyboardInterrupt"), shown
+    assert "Traceback" not in shown and "Hub" not in shown, shown
+    # The same shell process, and it still receives.
+    tty_shell.type("_ = send(self(), 'ping'); print('after', self() == old, receive(timeout=5))\n")
+    tty_shell.read_until("after True ping\n", start=at)
+    tty_shell.type("exit()\n")
+    assert 0 == tty_shell.read_to_exit()
+
+
+def test_ctrl_c_raises_keyboard_interrupt_in_the_waiting_line_only(tty_shell):
+    """The line waiting in receive() gets the KeyboardInterrupt itself (it can catch it); nothing else prints."""
+    tty_shell.type(
+        'exec("try:\\n print(\'wait\' + \'ing\'); receive()\\n'
+        'except KeyboardInterrupt as e:\\n print(\'caught\', type(e) is KeyboardInterrupt)")\n'
+    )
+    at = len(tty_shell.read_until("waiting\n"))
+    tty_shell.type("\x03")
+    tty_shell.read_until("caught True\n", start=at)
+    between = tty_shell.out[at:].split("caught True")[0]
+    assert "KeyboardInterrupt" not in between and "Traceback" not in between, between
+
+
+def test_ctrl_c_does_not_touch_processes_spawned_at_the_prompt(tty_shell):
+    """A process spawned at the prompt is busy when ^C comes: the shell line is interrupted, it lives on.
+
+    The process runs Python nearly all the time (yielding with gevent.sleep(0)),
+    so that is where the signal is almost always handled: without the shell's
+    handler, the KeyboardInterrupt would land in it."""
+    tty_shell.type(
+        "sh = self(); p = spawn(lambda: send(sh, 'up') and "
+        "any(__import__('gevent').sleep(0) for _ in iter(int, 1)))\n"
+    )
+    tty_shell.type("print('wait' + 'ing', receive()); receive()\n")
+    at = len(tty_shell.read_until("waiting up\n"))
+    tty_shell.type("\x03")
+    tty_shell.read_until(">>> ", start=at)
+    tty_shell.type("print('busy one alive', is_alive(p)); exit(p, 'kill')\n")
+    tty_shell.read_until("busy one alive True\n", start=at)
+    assert "Traceback" not in tty_shell.out[at:], tty_shell.out[at:]
+
+
+# --------------------------------------------------------------------------
+# exit() and --version, in process and through a pipe
+# --------------------------------------------------------------------------
+
+
+def test_shell_exit_without_argument_raises_system_exit_only_in_the_shell():
+    """ShellExit(): SystemExit in its own greenlet; TypeError from any other greenlet."""
+    ex = shell_main.ShellExit()
+    with pytest.raises(SystemExit) as info:
+        ex()
+    assert info.value.code is None
+    g = gevent.spawn(ex)
+    g.join()
+    assert isinstance(g.exception, TypeError)
+    assert "exit(reason)" in str(g.exception)
+    assert "exit()" in repr(ex)
+
+
+def test_version_prints_the_version_and_the_native_hot_paths():
+    """`python -m ensemble --version` prints the version and a line per native module, and exits 0."""
+    import ensemble
+    from ensemble import _native
+
+    r = subprocess.run(
+        [sys.executable, "-m", "ensemble", "--version"],
+        capture_output=True, text=True, encoding="utf-8", timeout=30, env=_env(), cwd=str(ROOT),
+        stdin=subprocess.DEVNULL,
+    )
+    assert 0 == r.returncode, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(f"ensemble {ensemble.__version__} (Python ")
+    assert "ensemble shell" not in r.stdout  # no shell was started
+    assert lines[1].startswith("native hot paths")
+    for s in _native.status():
+        assert any(line.strip().startswith(f"{s.name}: ") for line in lines[2:]), (s, lines)
