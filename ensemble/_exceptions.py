@@ -45,8 +45,11 @@ class ExitSignal(BaseException):
     """An exit signal the process must die of has landed (Erlang's exit/2, links).
 
     Thrown into the process wherever it is parked (receive, sleep, a socket, a
-    lock), or raised at its next receive.  Catching it does not save the process:
-    it still dies at its next receive or when its function returns.
+    lock), or raised at its next call into ensemble.  By then the process's exit
+    has already settled (links and monitors have fired).  Catching it does not
+    save the process: a call into ensemble from the handler or a ``finally``
+    raises it again, and the next call after it was swallowed never returns
+    (the greenlet is parked for good).
     """
 
     def __init__(self, reason: Any) -> None:

@@ -119,7 +119,7 @@ def start(
     starter = Starter(me, ack, link)
     try:
         pid, mref = _spawn_opt(
-            body, (starter, *args), name, link, True, trap_exit, None, dispatcher, initial_call
+            body, (starter, *args), name, link, True, trap_exit, P.NO_STATE, dispatcher, initial_call
         )
     except Badarg:
         unalias(ack)

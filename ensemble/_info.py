@@ -37,17 +37,30 @@ def node() -> str:
 def state(pid: P.Pid | None = None) -> Any:
     """The running process's state, or ``pid``'s (like sys:get_state/1).
 
-    For a passivated ``pid`` this is a copy read from its image.
+    A process has a state cell when it was spawned with ``state=`` (as
+    :func:`ensemble.spawn_actor` does) or has called :func:`set_state`.
+    ``state(pid)`` raises :class:`Badarg` for a process that has exited and
+    for one without a state cell (a plain process, or a behaviour: use
+    ``ensemble.sys.get_state``); ``state()`` of the running process answers
+    None while it has none.  For a passivated ``pid`` this is a copy read
+    from its image.
     """
     if pid is None:
-        return P.me().state
+        value = P.me().state
+        return None if value is P.NO_STATE else value
     if type(pid) is not P.Pid or pid.reason is not P.ALIVE:
         raise Badarg(f"no such process: {pid!r}")
     if pid.image is not None:  # passivated: a copy, read from its image
         from . import _passivate
 
-        return _passivate.peek_state(pid)
-    return pid.state
+        value = _passivate.peek_state(pid)
+    else:
+        value = pid.state
+    if value is P.NO_STATE:
+        raise Badarg(
+            f"{pid!r} has no state cell: it is not an actor (spawn_actor, spawn(state=...), set_state)"
+        )
+    return value
 
 
 def set_state(value: Any) -> Any:
@@ -59,12 +72,17 @@ def set_state(value: Any) -> Any:
 def update_state(fn: Callable[..., Any], *args: Any) -> Any:
     """Set the running process's state to ``fn(state, *args)``; returns the new state."""
     p = P.me()
-    p.state = value = fn(p.state, *args)
+    old = p.state
+    p.state = value = fn(None if old is P.NO_STATE else old, *args)
     return value
 
 
 def is_alive(pid: P.Pid) -> bool:
-    """True while ``pid`` has not exited and no exit signal has doomed it."""
+    """True while ``pid`` has not exited and no exit signal has doomed it.
+
+    False from the moment an exit signal dooms it, also while its code still
+    runs (``process_info(pid, "exit_pending")``).
+    """
     if type(pid) is not P.Pid:
         raise Badarg(f"not a pid: {pid!r}")
     return pid.reason is P.ALIVE and pid.dying is P.ALIVE
@@ -76,6 +94,8 @@ def processes() -> list[P.Pid]:
 
 
 def _status(p: P.Pid) -> str:
+    if p.reason is not P.ALIVE:
+        return "exiting"
     if p.life is not P.RUNNING:
         return "passivated" if p.life == P.PASSIVATED else "hibernating"
     if p._park:
@@ -86,8 +106,8 @@ def _status(p: P.Pid) -> str:
 _INFO: dict[str, Callable[[P.Pid], Any]] = {
     "registered_name": lambda p: p.name,
     "status": _status,
-    "message_queue_len": lambda p: len(p.mailbox),
-    "messages": lambda p: list(p.mailbox),
+    "message_queue_len": lambda p: len(p.mailbox) if p.reason is P.ALIVE else 0,
+    "messages": lambda p: list(p.mailbox) if p.reason is P.ALIVE else [],
     "links": lambda p: sorted(p.links or ()),
     "monitors": lambda p: [("process", m[1]) for m in list((p.monitors or {}).values())],
     "monitored_by": lambda p: [w[0] for w in list((p.watchers or {}).values())],
@@ -95,6 +115,8 @@ _INFO: dict[str, Callable[[P.Pid], Any]] = {
     "initial_call": lambda p: p.initial_call,
     "ancestors": lambda p: list(p.ancestors),
     "dispatcher": lambda p: p.dispatcher,
+    "carrier": lambda p: p.carrier.name,
+    "exit_pending": lambda p: p.reason is not P.ALIVE,
 }
 
 #: The keys process_info answers, in the order the full answer lists them.
@@ -105,18 +127,31 @@ def process_info(pid: P.Pid, key: str | None = None) -> Any:
     """Facts about a live process: a dict of every key, or the value of one.
 
     Keys: ``registered_name`` (None if none), ``status`` (``running``,
-    ``waiting``, ``hibernating``, ``passivated``), ``message_queue_len``, ``messages``,
-    ``links``, ``monitors`` (``("process", pid_or_(name, node))`` each),
-    ``monitored_by``, ``trap_exit``, ``initial_call`` (``(module, qualname,
-    arity)``), ``ancestors``, ``dispatcher``.  None for a process that has
-    exited; :class:`Badarg` for an unknown key or a non-pid.
+    ``waiting``, ``hibernating``, ``passivated``, ``exiting``),
+    ``message_queue_len``, ``messages``, ``links``, ``monitors``
+    (``("process", pid_or_(name, node))`` each), ``monitored_by``,
+    ``trap_exit``, ``initial_call`` (``(module, qualname, arity)``),
+    ``ancestors``, ``dispatcher`` (the dispatcher's name), ``carrier`` (the
+    name of the carrier thread it runs on, e.g. ``"blocking-3"``) and
+    ``exit_pending``.  None for a process that has exited; :class:`Badarg`
+    for an unknown key or a non-pid.
+
+    A straggler is the exception: a process whose exit has settled (its
+    links and monitors have fired, its name is free, :func:`is_alive` is
+    False) but whose code still runs, because the exit signal could not land
+    -- stuck in a native call on a ``"blocking"`` or :func:`dispatcher.define`
+    carrier, computing without yielding, or swallowing the signal in a raw
+    gevent wait.  Until it stops (at its next call into ensemble, or when its
+    function returns) it is shown with ``exit_pending`` True and ``status``
+    ``"exiting"``; no links, monitors or messages.  ``exit_pending`` is False
+    for every other process.
     """
     if type(pid) is not P.Pid:
         raise Badarg(f"process_info needs a pid, not {pid!r}")
     if key is not None and key not in _INFO:
         raise Badarg(f"unknown process_info key {key!r}; known: {', '.join(INFO_KEYS)}")
     with P.LOCK:
-        if pid.reason is not P.ALIVE:
+        if pid.reason is not P.ALIVE and not P.is_straggler(pid):
             return None
         if key is not None:
             return _INFO[key](pid)

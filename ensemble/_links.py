@@ -59,7 +59,7 @@ def link(pid: Any) -> bool:
         return True
     with P.LOCK:
         if pid.reason is not P.ALIVE:
-            P.signal_locked(me, EXIT, "noproc", pid)
+            P.signal_locked(me, EXIT, "noproc", pid, via_link=True)
         else:
             me.links.add(pid)
             pid.links.add(me)
@@ -72,9 +72,13 @@ def link(pid: Any) -> bool:
 def unlink(pid: Any) -> bool:
     """Remove the link between the running process and ``pid``; returns True.
 
-    A link signal from ``pid`` not yet acted on is dropped: once unlink has
-    returned, the link has no further effect on the caller.  An ``("EXIT",
-    ...)`` message already in the mailbox stays there, as in Erlang.
+    Once unlink has returned the link has no further effect on the caller: a
+    link signal from ``pid`` not yet acted on is dropped, and an ``("EXIT",
+    pid, reason)`` message the link produced while the caller trapped exits
+    (``pid`` exited, or ``link`` found it dead) is taken out of the mailbox
+    if the caller has not received it yet.  An ``("EXIT", pid, reason)``
+    that ``pid`` sent with ``exit(caller, reason)`` stays.  (Erlang leaves
+    the link's message in the queue too; see the README.)
     """
     if type(pid) is not P.Pid:
         raise Badarg(f"unlink needs a pid, not {pid!r}")
@@ -84,6 +88,8 @@ def unlink(pid: Any) -> bool:
             me.links.discard(pid)
         if pid.links is not None:
             pid.links.discard(me)
+    if me.link_exits:
+        P.take_link_exit(me, pid)
     return True
 
 

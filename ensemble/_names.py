@@ -19,6 +19,7 @@ def send(dest: Any, msg: Any) -> Any:
     ``(name, node)`` that names nobody is dropped; a message to a plain name
     nobody holds raises :class:`Badarg`.
     """
+    P.check_caller()  # a dead process's send never happens
     t = type(dest)
     if t is P.Pid:  # inlined P.deliver: the hot path
         if dest.reason is P.ALIVE:
@@ -57,6 +58,7 @@ def register(name: str, pid: P.Pid) -> bool:
         raise Badarg(f"a process name must be a str other than 'undefined', not {name!r}")
     if type(pid) is not P.Pid:
         raise Badarg(f"register needs a pid, not {pid!r}")
+    P.check_caller()
     with P.LOCK:
         if name in P.NAMES:
             raise Badarg(f"name {name!r} is already registered")
@@ -71,6 +73,7 @@ def register(name: str, pid: P.Pid) -> bool:
 
 def unregister(name: str) -> bool:
     """Remove the registered name ``name``; :class:`Badarg` if nobody holds it."""
+    P.check_caller()
     with P.LOCK:
         pid = P.NAMES.pop(name, None) if type(name) is str else None
         if pid is None:

@@ -18,13 +18,22 @@ Concurrency contract
   ``_wait`` (atomic, no lock) and schedules ``_resume`` on the process's
   carrier, which checks the park sequence again before switching, so a stale
   wake is harmless.
-* An exit signal the process must die of sets ``dying`` and throws
-  :class:`ExitSignal` into the greenlet from its own hub, wherever it is parked.
+* An exit signal the process must die of settles its exit at once, under LOCK
+  (links and monitors fire, the name is released, the process leaves the
+  table), then throws :class:`ExitSignal` into the greenlet from its own hub,
+  wherever it is parked.  From then on the process is DEAD and never runs
+  ensemble again: its calls into ensemble go through
+  :func:`ensemble.life.on_call` (see :func:`doomed_call`), and a body that
+  swallowed the signal is parked for good in :data:`LIMBO` at its next call.
+* A dead process whose greenlet still runs (stuck in a native call, CPU-bound,
+  or swallowing the signal in a raw gevent wait) is a straggler: see
+  :func:`is_straggler`.
 """
 
 from __future__ import annotations
 
 import itertools
+import sys
 from collections import deque
 from time import monotonic
 from typing import Any, Callable
@@ -37,6 +46,7 @@ from ._carrier import Carrier, carrier_of_this_thread
 from ._exceptions import Badarg, Exit, ExitSignal, Hibernate
 from ._terms import NODE, TIMEOUT, Alias
 from ._threads import allocate_lock, get_ident
+from ._values import Singleton
 from . import select as _select
 
 __all__ = ["Pid"]
@@ -52,6 +62,20 @@ _ids = itertools.count(1)
 _seqs = itertools.count(1)
 
 ALIVE = object()  # ``dying`` while no signal has doomed the process
+
+
+class NoState(Singleton):
+    """The state cell of a process that is not an actor (see :data:`NO_STATE`)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_STATE"
+
+
+#: ``Pid.state`` of a process spawned without ``state=`` that never called
+#: ``set_state``: ``state(pid)`` of it raises.  A singleton also after pickling.
+NO_STATE = NoState()
 RUNNING = _life.RUNNING
 HIBERNATED = _life.HIBERNATED
 PASSIVATED = _life.PASSIVATED
@@ -65,6 +89,12 @@ HANDOFF_BURST = 32
 exit_hooks: list[Callable[["Pid"], None]] = []
 #: Called as ``hook(pid, reason)`` for a crash (ensemble._logger installs it).
 crash_hooks: list[Callable[["Pid", BaseException], None]] = []
+#: The greenlets of dead processes that swallowed their exit signal and called
+#: ensemble again: parked for good, never switched into again.  Held here so
+#: that they are never collected: greenlet would unwind a collected one by
+#: throwing GreenletExit into it, which runs the very handlers that swallowed
+#: the signal.  Each keeps its stack in memory (see :func:`_limbo`).
+LIMBO: set = set()
 
 
 class ProcessGreenlet(greenlet):
@@ -88,17 +118,18 @@ class Pid:
         "_wait",  # park token [seq] while parked in receive; empty once claimed
         "_park",  # park sequence while parked in receive, else 0 (owner's thread only)
         "dying",  # ALIVE, or the reason a signal doomed the process with
-        "_thrown",  # True once ExitSignal has been raised in the process
+        "_raised",  # how many times ExitSignal has been raised in the process
         "reason",  # ALIVE while alive, then the exit reason
         "value",  # the function's return value after a normal exit
         "life",  # ensemble.life state
         "trap",  # trap_exit flag
         "links",  # set of Pid, or None (closed)
+        "link_exits",  # {Pid: its link's ("EXIT", pid, reason) message}, or None: see unlink
         "monitors",  # {ref int: (target Pid, shown target, ref)} held by this process, or None
         "watchers",  # {ref int: (watcher Pid, shown target, ref)} monitoring this process, or None
         "aliases",  # set of the ints of its active aliases, or None
         "name",  # registered name or None
-        "state",  # the state cell (spawn_actor, state(), set_state())
+        "state",  # the state cell (spawn_actor, state(), set_state()), or NO_STATE
         "fn",
         "args",
         "initial_call",
@@ -148,12 +179,13 @@ def new_pid(
     p._wait = _NOT_WAITING
     p._park = 0
     p.dying = ALIVE
-    p._thrown = False
+    p._raised = 0
     p.reason = ALIVE
     p.value = None
     p.life = RUNNING
     p.trap = trap
     p.links = set()
+    p.link_exits = None
     p.monitors = None
     p.watchers = None
     p.aliases = None
@@ -181,29 +213,109 @@ SHELLS: dict[Any, Pid] = {}
 
 
 def current() -> Pid | None:
-    """The process of the running greenlet, or None (no shell is made)."""
+    """The process of the running greenlet, or None (no shell is made).
+
+    The call of a dead process goes through :func:`doomed_call` first.
+    """
     g = getcurrent()
     p = getattr(g, "ensemble_pid", None)
     if p is None:
         p = SHELLS.get(g)
         if p is None or p.reason is not ALIVE:
             return None
+    elif p.dying is not ALIVE and p._glet is not None:
+        doomed_call(p)
     return p
 
 
 def me() -> Pid:
-    """The running process, giving a shell process to a greenlet that is not one."""
+    """The running process, giving a shell process to a greenlet that is not one.
+
+    The call of a dead process goes through :func:`doomed_call` first.
+    """
     g = getcurrent()
     p = getattr(g, "ensemble_pid", None)
     if p is None:
         p = SHELLS.get(g)
         if p is None or p.reason is not ALIVE:
             return _new_shell(g)
+    elif p.dying is not ALIVE and p._glet is not None:
+        doomed_call(p)
     return p
 
 
+#: The greenlets of doomed processes whose code may still run, by greenlet:
+#: from the doom until the greenlet ends or is parked in :data:`LIMBO`.
+#: Empty nearly always, so :func:`check_caller` costs one truth test.
+DOOMED: dict[Any, "Pid"] = {}
+
+
+def check_caller() -> None:
+    """At an entry of ensemble that does not otherwise ask who calls (send, register, timers...).
+
+    A dead process's call goes through :func:`doomed_call`.  Costs one truth
+    test while no doomed process's code runs anywhere.
+    """
+    if DOOMED:
+        p = DOOMED.get(getcurrent())
+        if p is not None and p._glet is not None:
+            doomed_call(p)
+
+
+def doomed_call(p: Pid) -> None:
+    """In ``p``'s own greenlet, ``p`` being dead: carry out :func:`ensemble.life.on_call`.
+
+    Raises ``p``'s :class:`ExitSignal`, or parks the greenlet for good
+    (:func:`_limbo`); returns only if ``on_call`` answers PROCEED, or while
+    the runtime's own exit hooks run in this greenlet (:func:`flush_settled`).
+    """
+    if _HOOKING and getcurrent() in _HOOKING:
+        return
+    verdict = _life.on_call(p.life, p._raised, sys.exc_info()[1] is not None)
+    if verdict == _life.RAISE:
+        raise_doom(p)
+    if verdict == _life.PARK:
+        _limbo(p)
+
+
+def _limbo(p: Pid) -> None:
+    """Never returns: park dead ``p``'s greenlet (the running one) for good and release it.
+
+    The runtime lets go of it: the carrier no longer counts it (a dispatcher's
+    thread may end), nothing keeps the hub's loop alive for it, its mailbox is
+    emptied, and no wake, timeout or doom ever switches into it again.  It is
+    kept in :data:`LIMBO`, never collected (see there).
+    """
+    g = getcurrent()
+    LIMBO.add(g)
+    DOOMED.pop(g, None)
+    p._glet = None
+    p._park = 0
+    p._wait = _NOT_WAITING
+    p.mailbox.clear()
+    c = p.carrier
+    c.process_ended()
+    hub = c.hub
+    while True:
+        try:
+            hub.switch()
+        except BaseException:  # noqa: BLE001 - nothing may run this body again
+            pass
+
+
+def is_straggler(p: Pid) -> bool:
+    """True while dead ``p``'s code still runs: its exit has settled but its greenlet goes on.
+
+    That is a process doomed while not parked in receive -- stuck in a native
+    call, computing, or in a raw gevent wait -- or one that swallowed its
+    :class:`ExitSignal` and has not called ensemble since.  It stops at its
+    next call into ensemble (or when its function returns).
+    """
+    return p.reason is not ALIVE and not p.shell and p._glet is not None and not p._park
+
+
 def _new_shell(g: Any) -> Pid:
-    p = new_pid(None, (), carrier_of_this_thread(), "default", False, None, [], None, True)
+    p = new_pid(None, (), carrier_of_this_thread(), "default", False, NO_STATE, [], None, True)
     p._glet = g
     with LOCK:
         TABLE[p.id] = p
@@ -354,7 +466,11 @@ def receive(matcher: Callable[[Any], Any] | None = None, *, timeout: float | Non
     (``None`` waits forever, ``0`` polls once); when it passes receive answers
     ``TIMEOUT``.  Pending exit signals are acted on before each look at the
     mailbox.  A greenlet that is not a process receives as its shell process.
+    A ``matcher`` that is neither callable nor None raises ``TypeError`` at
+    once, before any wait.
     """
+    if matcher is not None and not callable(matcher):
+        raise TypeError(f"a receive matcher must be callable or None, not {matcher!r}")
     p = me()
     if timeout is not None:
         timeout = check_timeout(timeout)
@@ -407,7 +523,7 @@ def check_timeout(timeout: Any) -> float | None:
 
 def raise_doom(p: Pid) -> None:
     """Raise the exit signal ``p`` was doomed by, in ``p``'s own greenlet."""
-    p._thrown = True
+    p._raised += 1
     raise ExitSignal(p.dying)
 
 
@@ -416,8 +532,15 @@ def raise_doom(p: Pid) -> None:
 # --------------------------------------------------------------------------
 
 
-def signal_locked(target: Pid, kind: str, reason: Any, sender: Pid | None) -> None:
-    """Under LOCK: carry out :func:`ensemble.signal.on_signal` for one signal."""
+def signal_locked(
+    target: Pid, kind: str, reason: Any, sender: Pid | None, via_link: bool = False
+) -> None:
+    """Under LOCK: carry out :func:`ensemble.signal.on_signal` for one signal.
+
+    An ``("EXIT", sender, reason)`` message that a link produced (a
+    :data:`~ensemble.signal.LINK` signal, or ``via_link``: linking to a dead
+    process) is remembered, for :func:`ensemble.unlink` to take back.
+    """
     if target.reason is not ALIVE:
         return
     links = target.links
@@ -431,45 +554,90 @@ def signal_locked(target: Pid, kind: str, reason: Any, sender: Pid | None) -> No
         links.discard(sender)  # an acted-on link signal removes the link
     if type(outcome) is _signal.Deliver:
         if target.dying is ALIVE:
-            target.mailbox.append(("EXIT", sender, outcome.reason))
+            msg = ("EXIT", sender, outcome.reason)
+            target.mailbox.append(msg)
+            if kind == _signal.LINK or via_link:
+                _remember_link_exit(target, sender, msg)
             _wake_locked(target, _life.SIGNAL)
     else:
         doom_locked(target, outcome.reason)
 
 
+#: A process remembers at least this many link EXIT messages before it forgets
+#: the ones it has received.
+_LINK_EXITS_KEPT = 32
+
+
+def _remember_link_exit(p: Pid, sender: Any, msg: tuple) -> None:
+    """Under LOCK: ``msg`` in ``p``'s mailbox came from its link with ``sender``.
+
+    The table holds the message itself, so identity finds it again.  Entries
+    for messages already received are dropped once the table outgrows twice
+    the mailbox (amortised: each drop pays for the inserts since the last).
+    """
+    kept = p.link_exits
+    if kept is None:
+        kept = p.link_exits = {}
+    kept[sender] = msg
+    if len(kept) > _LINK_EXITS_KEPT:
+        waiting = list(p.mailbox)  # a C-level copy: no other thread runs meanwhile
+        if len(kept) > 2 * len(waiting):
+            present = {id(m) for m in waiting}
+            p.link_exits = {s: m for s, m in kept.items() if id(m) in present}
+
+
+def take_link_exit(p: Pid, sender: Any) -> None:
+    """In ``p``'s own greenlet: remove the EXIT message ``p``'s link with ``sender`` produced, if still waiting."""
+    with LOCK:
+        kept = p.link_exits
+        msg = kept.pop(sender, None) if kept else None
+    if msg is None:
+        return
+    mailbox = p.mailbox
+    for i, m in enumerate(list(mailbox)):  # only the owner removes: indices hold
+        if m is msg:
+            del mailbox[i]
+            return
+
+
 def doom_locked(p: Pid, reason: Any) -> None:
-    """Under LOCK: ``p`` must die of ``reason``; make that land wherever it is."""
+    """Under LOCK: ``p`` must die of ``reason``: settle its exit now, then unwind its greenlet.
+
+    The exit settles at once and for good (as Erlang's kill): links and
+    monitors fire, the name is released, ``is_alive`` answers False.  A
+    greenlet still to unwind gets :class:`ExitSignal` thrown in from its own
+    hub; a hibernating or not yet started process has none.
+    """
     if p.dying is not ALIVE or p.reason is not ALIVE:
         return
     p.dying = reason
+    p.life = _life.step(p.life, _life.EXIT)  # DEAD already, though a cascade may settle it later
     token = p._wait
     if token:
         try:
             token.pop()  # claimed: no message wake will land on the doomed park
         except IndexError:
             pass
-    if p.shell:
-        _settle_locked(p, reason, None)
+    _settle_locked(p, reason, None)
+    g = p._glet
+    if g is not None:
+        if not p.shell:
+            DOOMED[g] = p
         p.carrier.call_soon(_throw_doom, p)
-    elif p.life is not RUNNING:
-        # hibernating: no greenlet to unwind, the process ends here
-        _settle_locked(p, reason, None)
-    elif p._glet is not None:
-        p.carrier.call_soon(_throw_doom, p)
-    # else: spawned but not started: the start checks ``dying`` first
 
 
 def _throw_doom(p: Pid) -> None:
-    """In ``p``'s hub: throw the doom into ``p``'s greenlet if it is parked there."""
+    """In ``p``'s hub: throw the doom into ``p``'s greenlet unless it has had it already."""
     g = p._glet
-    if g is None or p._thrown or g.dead or not g:
+    if g is None or p._raised or g.dead or not g:
         return
     if p.shell and SHELLS.get(g) is not p:
         return  # that greenlet has a new shell process by now
     if g is getcurrent():
         return
-    p._thrown = True
+    p._raised += 1
     p._park = 0
+    p.mailbox.clear()  # here, in its own thread, nothing is scanning it
     g.throw(ExitSignal(p.dying))
 
 
@@ -537,6 +705,9 @@ def _body(p: Pid) -> None:
                 hook(p, e)
     finally:
         p.carrier.process_ended()
+    g, p._glet = p._glet, None  # its code has stopped: no straggler, hooks below may call ensemble
+    if DOOMED:
+        DOOMED.pop(g, None)
     settle(p, reason, value)
 
 
@@ -598,30 +769,66 @@ def settle(p: Pid, reason: Any, value: Any) -> None:
 _SETTLED: deque = deque()
 
 
+#: Greenlets running :func:`flush_settled`: the hooks are the runtime's, so a
+#: dead process that runs them (``exit(self(), r)``) may call ensemble there.
+_HOOKING: set = set()
+
+
 def flush_settled() -> None:
     """Outside LOCK: run the joiners and exit hooks of every newly settled process."""
-    while _SETTLED:
-        try:
-            p, waiters = _SETTLED.popleft()
-        except IndexError:
-            return
-        if waiters:
-            for w in waiters:
-                w()
-        if p.timers:
-            for hook in exit_hooks:
-                hook(p)
-        if p.image is not None:  # it ended while passivated
-            from . import _passivate
+    if not _SETTLED:
+        return
+    g = getcurrent()
+    nested = g in _HOOKING
+    _HOOKING.add(g)
+    try:
+        while _SETTLED:
+            try:
+                p, waiters = _SETTLED.popleft()
+            except IndexError:
+                return
+            if waiters:
+                for w in waiters:
+                    w()
+            if p.timers:
+                for hook in exit_hooks:
+                    hook(p)
+            if p.image is not None:  # it ended while passivated
+                from . import _passivate
 
-            _passivate.discard(p)
+                _passivate.discard(p)
+    finally:
+        if not nested:
+            _HOOKING.discard(g)
+
+
+#: Exits to settle in this LOCK section: a settle's link signals doom more
+#: processes, and those settle in turn.  A queue instead of recursion, so a
+#: long chain of links cannot overflow the stack.  Touched under LOCK only.
+_CASCADE: deque = deque()
+_cascading = [False]
 
 
 def _settle_locked(p: Pid, reason: Any, value: Any) -> None:
     """Under LOCK: close, release the name, leave the table, then links, then monitors.
 
+    The exits this one causes through links settle before this returns.
     The caller must call :func:`flush_settled` once it has released LOCK.
     """
+    if p.reason is not ALIVE:
+        return
+    _CASCADE.append((p, reason, value))
+    if _cascading[0]:
+        return  # the outermost call settles it
+    _cascading[0] = True
+    try:
+        while _CASCADE:
+            _settle_one_locked(*_CASCADE.popleft())
+    finally:
+        _cascading[0] = False
+
+
+def _settle_one_locked(p: Pid, reason: Any, value: Any) -> None:
     if p.reason is not ALIVE:
         return
     p.reason = reason
@@ -644,19 +851,22 @@ def _settle_locked(p: Pid, reason: Any, value: Any) -> None:
                 target.watchers.pop(n, None)
     # 4. it leaves the process table
     TABLE.pop(p.id, None)
-    # 5. every linked process gets a link signal with the reason, normal included
+    # 5. every linked process gets a link signal with the reason, normal included;
+    #    the link is gone from its side too, whether the signal was acted on or not
     if links:
         for q in links:
             signal_locked(q, _signal.LINK, reason, p)
+            if q.links is not None:
+                q.links.discard(p)
     # 6. every monitor is notified
     if watchers:
         for n, (w, shown, ref) in watchers.items():
             if w.monitors is not None:
                 w.monitors.pop(n, None)
             deliver_locked(w, ("DOWN", ref, "process", shown, reason))
-    p.mailbox.clear()
-    if not p.shell:
-        p._glet = None
+    p.link_exits = None
+    if p._glet is None:  # else its greenlet may be scanning it: cleared in its own thread
+        p.mailbox.clear()
     waiters, p._waiters = p._waiters, None
     if waiters or p.timers or p.image is not None:
         _SETTLED.append((p, waiters))

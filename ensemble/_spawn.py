@@ -34,7 +34,7 @@ def spawn(
     name: str | None = None,
     link: bool = False,
     trap_exit: bool = False,
-    state: Any = None,
+    state: Any = P.NO_STATE,
     dispatcher: str = "default",
     initial_call: tuple | None = None,
 ) -> P.Pid:
@@ -44,7 +44,9 @@ def spawn(
     an unknown dispatcher raises :class:`Badarg` and spawns nothing.  The exit
     reason is ``"normal"`` when ``fn`` returns, ``r`` for an uncaught
     ``exit(r)``, and the exception object itself for a crash (which is also
-    reported through the logger).
+    reported through the logger).  ``state`` gives the process a state cell
+    (:func:`ensemble.state`); without it the process has none until it calls
+    ``set_state``.
     """
     _spawn, _ref = _spawn_opt(fn, args, name, link, False, trap_exit, state, dispatcher, initial_call)
     return _spawn
@@ -65,7 +67,7 @@ def spawn_monitor(fn: Callable[..., Any], *args: Any, **opts: Any) -> tuple[P.Pi
         opts.pop("link", False),
         True,
         opts.pop("trap_exit", False),
-        opts.pop("state", None),
+        opts.pop("state", P.NO_STATE),
         opts.pop("dispatcher", "default"),
         opts.pop("initial_call", None),
         **opts,
@@ -171,6 +173,7 @@ def _wait_exit(pid: Any, timeout: float | None) -> bool:
         raise Badarg(f"not a pid: {pid!r}")
     if timeout is not None:
         timeout = P.check_timeout(timeout)
+    P.check_caller()
     if pid.reason is not P.ALIVE:
         return True
     if P.current() is pid:

@@ -7,6 +7,15 @@ code gevent cannot patch (a C driver, the original ``time.sleep``): such a call
 stalls only its own carrier.  A pool starts its threads when the first process
 is spawned on it; a process stays on its carrier for life; carriers of a pool
 are handed out round-robin.
+
+A process stuck in a native call cannot be interrupted.  Killed meanwhile, it
+is dead at once (links and monitors fire, its name is free, ``is_alive`` is
+False), but its code runs on until the call returns, and stops at its next
+call into ensemble (or at its next switch to the hub).  Until then
+``process_info(pid)`` still answers for it, with ``"exit_pending": True``,
+``"status": "exiting"``, its ``"dispatcher"`` and its ``"carrier"`` (the name
+of the thread it holds, e.g. ``"blocking-3"``): the way to find the stragglers
+that keep a pool's threads busy.
 """
 
 from __future__ import annotations
@@ -47,6 +56,9 @@ def default_carrier() -> Carrier:
 def define(name: str, size: int) -> str:
     """Define (or redefine, until its pool has started) a dispatcher of ``size`` carriers.
 
+    Each carrier is one OS thread; a process stuck in a native call holds its
+    carrier until the call returns, also after a kill (see the module
+    docstring: ``process_info(pid, "exit_pending")`` shows such a straggler).
     Raises :class:`Badarg` for a name that is not a ``str``, for ``"default"``,
     for a size that is not a positive ``int``, and for a pool already started.
     """

@@ -23,6 +23,18 @@ Because a wake leaves the process RUNNING, a burst of mail wakes it once:
 between two HIBERNATE events there is at most one wake.
 
 States and events are strings; they must be hashable.
+
+A DEAD process may still have a greenlet: an exit signal settles the exit at
+once (Erlang's kill is immediate), but Python cannot stop a greenlet from
+outside, so the :class:`~ensemble.ExitSignal` is raised in it and its
+``finally`` blocks run.  :func:`on_call` decides what such a process's calls
+into ensemble do::
+
+    alive (not DEAD)                                        -> PROCEED
+    DEAD, the exit signal not yet raised in it              -> RAISE
+    DEAD, an exception being handled, fewer than
+          RAISE_LIMIT raises so far (cleanup while unwinding) -> RAISE
+    DEAD otherwise (the body swallowed the exit signal)     -> PARK (for good)
 """
 
 from __future__ import annotations
@@ -44,6 +56,11 @@ __all__ = [
     "step",
     "wakes",
     "is_alive",
+    "PROCEED",
+    "RAISE",
+    "PARK",
+    "RAISE_LIMIT",
+    "on_call",
 ]
 
 RUNNING: Final = "running"
@@ -82,3 +99,36 @@ def wakes(state: str, event: str) -> bool:
 def is_alive(state: str) -> bool:
     """True for every state but DEAD."""
     return state != DEAD
+
+
+PROCEED: Final = "proceed"
+"""The call goes ahead."""
+RAISE: Final = "raise"
+"""The call raises the process's exit signal (again)."""
+PARK: Final = "park"
+"""The call never returns: the greenlet is parked for good and released."""
+
+#: At most this many times is a dead process's exit signal raised in it.
+#: Cleanup code (``finally``, ``with``) that calls ensemble while the signal
+#: unwinds gets it again, so outer cleanups still run; the limit stops a loop
+#: that catches it inside a handler from spinning for ever.
+RAISE_LIMIT: Final = 64
+
+
+def on_call(state: str, raised: int, handling: bool) -> str:
+    """What a process's call into ensemble does: PROCEED, RAISE or PARK.
+
+    ``state`` is the process's life state, ``raised`` how many times its
+    exit signal has been raised in it so far, ``handling`` whether an
+    exception is being handled where it calls (``sys.exc_info()``: inside an
+    ``except`` or a ``finally`` that an exception passes through).  A live
+    process proceeds.  A DEAD one never proceeds: the first call raises the
+    exit signal, so do calls from cleanup code while it unwinds (at most
+    :data:`RAISE_LIMIT` raises in all), and any other call -- the body caught
+    the signal and carried on -- parks for good.
+    """
+    if state != DEAD:
+        return PROCEED
+    if raised <= 0 or (handling and raised < RAISE_LIMIT):
+        return RAISE
+    return PARK

@@ -69,10 +69,14 @@ def scan(
 
     Returns ``(index, value)`` where ``value`` is the matcher's answer (with
     ``matcher=None`` every message matches and ``value`` is the message), or
-    ``(None, len(messages))`` if none matches -- the next ``start``.
-    ``messages`` needs ``len()`` and ``islice`` (e.g. a deque); it is not
-    mutated. The matcher is called on ``messages[start:index + 1]`` only, in
-    order; its exceptions propagate. ``start`` must be ``>= 0``.
+    ``(None, n)`` if none matches, ``n`` the number of messages looked at so
+    far (``len(messages)`` when nothing was appended meanwhile) -- the next
+    ``start``.  ``messages`` needs ``len()`` and ``islice`` (e.g. a deque);
+    scan does not mutate it, but others may append to it meanwhile (a sender
+    on another thread while the matcher runs): the scan then goes on from where
+    it was, and the messages appended are looked at too.  The matcher is called
+    on ``messages[start:index + 1]`` only, in order, once each; its exceptions
+    propagate. ``start`` must be ``>= 0``.
     """
     if start < 0:
         raise ValueError(f"start must be >= 0, not {start!r}")
@@ -82,9 +86,16 @@ def scan(
             return (start, messages[start])  # type: ignore[index]
         return (None, n)
     i = start
-    for m in islice(messages, start, None):
+    it = islice(messages, start, None)
+    while True:
+        try:
+            m = next(it)
+        except StopIteration:
+            return (None, min(i, len(messages)))  # type: ignore[arg-type]  (a start past the end: the end)
+        except RuntimeError:  # "deque mutated during iteration": appended to meanwhile; go on from i
+            it = islice(messages, i, None)
+            continue
         r = matcher(m)
         if r is not NOMATCH:
             return (i, r)
         i += 1
-    return (None, len(messages))  # type: ignore[arg-type]

@@ -167,6 +167,7 @@ def _arm(
     owner: P.Pid | None = None,
     ref: Ref | None = None,
 ) -> Ref:
+    P.check_caller()  # a dead process arms no timer
     server = _ensure_server()
     if ref is None:
         ref = make_ref()

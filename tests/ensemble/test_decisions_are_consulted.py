@@ -72,6 +72,36 @@ def test_hibernation_goes_through_life(monkeypatch):
     assert (life.HIBERNATED, life.MAIL) in seen
 
 
+def test_a_dead_process_calling_ensemble_goes_through_life_on_call(monkeypatch):
+    """What a doomed process's call into ensemble does is life.on_call's answer: overruled, the send happens."""
+    seen = []
+    real = life.on_call
+
+    def spy(state, raised, handling):
+        seen.append((state, raised, handling))
+        if raised >= 1 and not handling:
+            return life.PROCEED  # overrule PARK: the call goes ahead
+        return real(state, raised, handling)
+
+    monkeypatch.setattr(life, "on_call", spy)
+    me = e.self()
+
+    def body():
+        e.send(me, "ready")
+        try:
+            e.receive()
+        except BaseException:
+            pass
+        e.send(me, "sent anyway")
+
+    p, ref = e.spawn_monitor(body)
+    assert "ready" == e.receive(timeout=5)
+    e.exit(p, "kill")
+    assert "killed" == down_of(ref)
+    assert "sent anyway" == e.receive(lambda m: m if m == "sent anyway" else select.NOMATCH, timeout=5)
+    assert (life.DEAD, 1, False) in seen
+
+
 def test_timers_fire_what_the_table_says_is_due(monkeypatch):
     """The timer server fires exactly what TimerTable.due answers."""
     real_due = timers.TimerTable.due

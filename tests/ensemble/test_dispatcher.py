@@ -303,8 +303,12 @@ def test_monitors_across_carriers():
 
 
 def test_kill_lands_at_once_on_a_process_parked_in_gevent_sleep_on_another_carrier():
-    """exit(pid, "kill") ends a blocking-carrier process parked in gevent.sleep(60) at once; its finally runs."""
+    """exit(pid, "kill") ends a blocking-carrier process parked in gevent.sleep(60) at once; its finally runs.
+
+    The process is dead from the kill on: a send from its finally has no effect.
+    """
     sh = ensemble.self()
+    finally_ran = threading.Event()
 
     def sleeper():
         try:
@@ -312,13 +316,15 @@ def test_kill_lands_at_once_on_a_process_parked_in_gevent_sleep_on_another_carri
             gevent.sleep(60)
             ensemble.send(sh, ("woke",))
         finally:
+            finally_ran.set()
             ensemble.send(sh, ("finally",))
 
     p, mref = ensemble.spawn_monitor(sleeper, dispatcher="blocking")
     take("sleeping")
     ensemble.exit(p, "kill")
     assert "killed" == down_of(mref)
-    assert ("finally",) == take("finally")
+    assert finally_ran.wait(WAIT)
+    assert TIMEOUT is ensemble.receive(tagged("finally"), timeout=0.2)
     assert TIMEOUT is ensemble.receive(tagged("woke"), timeout=0)
 
 

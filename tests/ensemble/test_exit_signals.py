@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gevent
+import gevent.event
 import gevent.lock
 import pytest
 
@@ -124,21 +125,27 @@ def test_abnormal_signal_kills_a_non_trapping_process():
 
 
 def test_kill_lands_in_gevent_sleep_and_finally_runs():
-    """A signal lands at once on a process parked in gevent.sleep; its finally block runs."""
+    """A signal lands at once on a process parked in gevent.sleep; its finally block runs.
+
+    The process is dead from the kill on: a send from its finally has no effect.
+    """
     me = e.self()
+    finally_ran = gevent.event.Event()
 
     def sleeper():
         try:
             e.send(me, "sleeping")
             gevent.sleep(60)
         finally:
+            finally_ran.set()
             e.send(me, "finally ran")
 
     p, ref = e.spawn_monitor(sleeper)
     assert "sleeping" == e.receive(timeout=5)
     e.exit(p, "kill")
-    assert "finally ran" == e.receive(lambda m: m if m == "finally ran" else NOMATCH, timeout=5)
     assert "killed" == down_of(ref)
+    assert finally_ran.wait(5)
+    assert e.TIMEOUT is e.receive(lambda m: m if m == "finally ran" else NOMATCH, timeout=0.2)
 
 
 def test_signal_lands_in_a_gevent_lock_wait():
@@ -197,15 +204,19 @@ def test_except_in_body_does_not_stop_a_signal():
 
 
 def test_swallowed_signal_kills_at_next_receive():
-    """A process that swallows the signal with `except BaseException` dies at its next receive."""
+    """A process that swallows the signal with `except BaseException` is dead already; its next receive never returns.
+
+    Its exit settled with the signal; a send from the handler has no effect.
+    """
     me = e.self()
+    swallowed = gevent.event.Event()
 
     def body():
         try:
             e.send(me, "ready")
             gevent.sleep(60)
         except BaseException:
-            e.send(me, "swallowed")
+            swallowed.set()
         e.receive(timeout=10)
         e.send(me, "after receive")
 
@@ -213,7 +224,9 @@ def test_swallowed_signal_kills_at_next_receive():
     assert "ready" == e.receive(timeout=5)
     e.exit(p, "die")
     assert "die" == down_of(ref)
-    assert ["swallowed"] == e.process_info(e.self(), "messages")
+    assert swallowed.wait(5)
+    assert e.TIMEOUT is e.receive(timeout=0.2)
+    assert not e.is_alive(p) and e.process_info(p) is None
 
 
 def test_swallowed_signal_kills_when_the_function_returns():

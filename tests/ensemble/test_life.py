@@ -5,6 +5,10 @@ from hypothesis import strategies as st
 
 from ensemble.life import (
     DEAD,
+    PARK,
+    PROCEED,
+    RAISE,
+    RAISE_LIMIT,
     EVENTS,
     EXIT,
     HIBERNATE,
@@ -16,6 +20,7 @@ from ensemble.life import (
     SIGNAL,
     STATES,
     is_alive,
+    on_call,
     step,
     wakes,
 )
@@ -138,3 +143,46 @@ def test_passivation_path():
 def test_running_process_cannot_passivate():
     assert RUNNING == step(RUNNING, PASSIVATE)
     assert False is wakes(RUNNING, MAIL)
+
+
+# -- on_call: what a dead process's calls into ensemble do ------------------------
+
+raised_counts = st.integers(min_value=0, max_value=3 * RAISE_LIMIT)
+
+
+@SETTINGS
+@given(states, raised_counts, st.booleans())
+def test_on_call_a_live_process_proceeds_and_a_dead_one_never_does(state, raised, handling):
+    """PROCEED exactly for a state that is not DEAD."""
+    assert (on_call(state, raised, handling) == PROCEED) == (state != DEAD)
+
+
+@SETTINGS
+@given(st.booleans())
+def test_on_call_the_first_call_of_a_dead_process_raises(handling):
+    """The exit signal not yet raised in it: the call raises it."""
+    assert RAISE == on_call(DEAD, 0, handling)
+
+
+@SETTINGS
+@given(st.integers(min_value=1, max_value=3 * RAISE_LIMIT))
+def test_on_call_a_dead_process_that_swallowed_its_signal_parks(raised):
+    """Raised at least once and no exception being handled: the body swallowed it; park for good."""
+    assert PARK == on_call(DEAD, raised, False)
+
+
+@SETTINGS
+@given(raised_counts)
+def test_on_call_cleanup_while_unwinding_raises_again_up_to_the_limit(raised):
+    """While an exception is handled, calls raise again until RAISE_LIMIT raises, then park."""
+    assert on_call(DEAD, raised, True) == (RAISE if raised < RAISE_LIMIT else PARK)
+
+
+def test_on_call_a_dead_process_raises_at_most_raise_limit_times():
+    """Whatever the calls, counting each RAISE, the answers end in PARK after RAISE_LIMIT raises."""
+    raised = 0
+    for _ in range(10 * RAISE_LIMIT):
+        if on_call(DEAD, raised, True) == RAISE:
+            raised += 1
+    assert RAISE_LIMIT == raised
+    assert PARK == on_call(DEAD, raised, True) == on_call(DEAD, raised, False)

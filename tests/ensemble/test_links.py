@@ -209,3 +209,71 @@ def test_crash_propagates_along_a_chain_of_links():
     e.exit(leafish[-1], "chain")
     assert "chain" == down_of(ref)
     assert count - 21 == len(e.processes())
+
+
+def exit_from(pid):
+    """A matcher for ("EXIT", pid, reason): answers the reason."""
+    return lambda m: m[2] if type(m) is tuple and len(m) == 3 and m[0] == "EXIT" and m[1] is pid else NOMATCH
+
+
+def test_unlink_removes_the_exit_message_the_link_produced():
+    """A trapping caller's ("EXIT", pid, r) from the link, not yet received, is gone once unlink returns."""
+    e.trap_exit(True)
+    p, ref = e.spawn_monitor(lambda: e.receive() and e.exit("boom"))
+    e.link(p)
+    e.send(p, "go")
+    assert "boom" == down_of(ref)  # links hear before monitors: the EXIT is in the mailbox
+    assert [("EXIT", p, "boom")] == [m for m in e.process_info(e.self(), "messages") if m[0] == "EXIT"]
+    assert True is e.unlink(p)
+    assert e.TIMEOUT is e.receive(exit_from(p), timeout=0)
+
+
+def test_unlink_keeps_an_exit_message_from_exit2():
+    """Only the link's own EXIT is removed: one the partner sent with exit/2 stays."""
+    e.trap_exit(True)
+    me = e.self()
+    p, ref = e.spawn_monitor(lambda: (e.exit(me, "explicit"), e.receive()) and e.exit("boom"))
+    e.link(p)
+    e.send(p, "go")
+    assert "boom" == down_of(ref)
+    e.unlink(p)
+    assert "explicit" == e.receive(exit_from(p), timeout=0)
+    assert e.TIMEOUT is e.receive(exit_from(p), timeout=0)
+
+
+@pytest.mark.parametrize("trapping", [False, True])
+@pytest.mark.parametrize("reason", ["normal", "boom"])
+def test_a_link_is_gone_from_both_sides_once_an_end_exits(trapping, reason):
+    """Whatever the reason, "normal" included, process_info(links) never lists a dead process."""
+    me = e.self()
+
+    def survivor():
+        e.trap_exit(trapping)
+        e.link(e.receive())
+        e.send(me, ("linked",))
+        while True:
+            if e.receive() == "links?":
+                e.send(me, ("links", e.process_info(e.self(), "links")))
+
+    d, ref = e.spawn_monitor(lambda: e.receive() and e.exit(reason))
+    s = e.spawn(survivor)
+    e.send(s, d)
+    assert ("linked",) == e.receive(timeout=5)
+    assert [s] == e.process_info(d, "links")
+    e.send(d, "go")
+    assert reason == down_of(ref)
+    if reason != "normal" and not trapping:
+        assert reason == e.exit_reason(s, timeout=5)  # the survivor died of it too
+        return
+    e.send(s, "links?")
+    assert ("links", []) == e.receive(timeout=5)
+
+
+def test_the_link_exit_messages_a_trapping_process_received_are_forgotten():
+    """unlink's memory of link EXIT messages stays bounded for a trapper that never unlinks (a supervisor)."""
+    e.trap_exit(True)
+    me = e.self()
+    for _ in range(300):
+        p = e.spawn_link(lambda: None)
+        assert "normal" == e.receive(exit_from(p), timeout=5)
+    assert len(me.link_exits or ()) <= 64

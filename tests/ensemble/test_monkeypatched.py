@@ -104,23 +104,28 @@ def test_patched_sleep_on_blocking_is_cooperative_and_killable():
     """With time patched, time.sleep(60) in a "blocking" process parks in its hub: kill lands at once, finally runs."""
     line = run_script(
         """
+        finally_ran = monkey.get_original("_thread", "allocate_lock")()
+        finally_ran.acquire()
+
         def sleeper():
             try:
                 ensemble.send(sh, ("sleeping",))
                 time.sleep(60)
             finally:
-                ensemble.send(sh, ("finally",))
+                finally_ran.release()
+                ensemble.send(sh, ("finally",))  # dead since the kill: no effect
 
         p, ref = ensemble.spawn_monitor(sleeper, dispatcher="blocking")
         take("sleeping")
         started = time.monotonic()
         ensemble.exit(p, "kill")
         down = take("DOWN")
-        take("finally")
-        print("RESULT", down[4], time.monotonic() - started < 5)
+        ran = finally_ran.acquire(True, 10)
+        late = ensemble.receive(lambda m: m if m == ("finally",) else NOMATCH, timeout=0.2)
+        print("RESULT", down[4], ran, late is TIMEOUT, time.monotonic() - started < 5)
         """
     )
-    assert "RESULT killed True" == line
+    assert "RESULT killed True True True" == line
 
 
 def test_ping_pong_across_carriers_under_monkey_patching():

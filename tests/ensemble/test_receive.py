@@ -154,6 +154,18 @@ def test_matcher_exception_propagates_and_leaves_the_mailbox():
     assert ["boom"] == e.process_info(me, "messages")
 
 
+@pytest.mark.parametrize("bad", ["not callable", 42, ("DOWN",)])
+def test_a_matcher_that_is_not_callable_is_a_type_error_before_waiting(bad):
+    """receive checks its matcher first: TypeError at once, even with an empty mailbox and a long timeout."""
+    me = e.self()
+    e.spawn(lambda: e.send(me, "later"))
+    with pytest.raises(TypeError):
+        e.receive(bad, timeout=0)
+    with pytest.raises(TypeError):
+        e.receive(bad, timeout=5)
+    assert "later" == e.receive(timeout=5)
+
+
 @pytest.mark.parametrize("bad", [-1, -0.5, "1", True, [1]])
 def test_bad_timeout_is_badarg(bad):
     """A negative or non-number timeout raises Badarg."""

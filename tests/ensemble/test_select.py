@@ -196,3 +196,26 @@ def test_nomatch_is_a_singleton():
     assert NOMATCH is type(NOMATCH)()
     assert NOMATCH is copy.copy(NOMATCH)
     assert NOMATCH is pickle.loads(pickle.dumps(NOMATCH))
+
+
+@given(st.lists(st.integers(0, 9), max_size=30), st.integers(0, 29), st.lists(st.integers(10, 19), min_size=1, max_size=5))
+def test_messages_appended_while_the_matcher_runs_are_scanned_too(msgs, at, arriving):
+    """A sender on another thread may append while the matcher runs (a deque then refuses to go on
+    iterating): the scan goes on from where it was, looks at each message once, and sees the new ones."""
+    box = deque(msgs)
+    seen = []
+    pending = list(arriving)
+
+    def matcher(m):
+        seen.append(m)
+        if len(seen) > at and pending:  # an arrival, mid-scan
+            box.append(pending.pop(0))
+        return m if m >= 10 else NOMATCH
+
+    i, v = scan(box, matcher)
+    first_new = len(msgs) if len(msgs) > at else None
+    if first_new is None:  # no message to be scanning when arrivals could happen
+        assert (i, v) == (None, len(msgs)) and seen == msgs
+    else:
+        assert (i, v) == (len(msgs), arriving[0])
+        assert seen == msgs + [arriving[0]]

@@ -143,6 +143,27 @@ def test_state_set_and_update_inside_a_process():
     assert ([1], [1, 2], [1, 2]) == e.join(e.spawn(body, state=None), timeout=2)
 
 
+def test_state_of_a_process_without_a_state_cell_is_badarg():
+    """state(pid) of a process that is not an actor (no spawn_actor, no state=, no set_state) raises Badarg."""
+    p = e.spawn(e.receive)
+    with pytest.raises(e.Badarg, match="state"):
+        e.state(p)
+    assert None is e.state(e.spawn(e.receive, state=None))  # an explicit state cell holding None
+
+
+def test_state_of_a_gen_server_is_badarg():
+    """A gen_server keeps its state in its loop: sys.get_state reads it, state(pid) raises Badarg."""
+    from ensemble import gen_server
+
+    class Srv:
+        def init(self):
+            return ("ok", 7)
+
+    p = gen_server.start(Srv())
+    with pytest.raises(e.Badarg):
+        e.state(p)
+
+
 def test_state_of_dead_process_is_badarg():
     """state(pid) of a process that has exited raises Badarg."""
     p = e.spawn(lambda: None)
@@ -286,6 +307,8 @@ def test_process_info_all_keys():
         "initial_call",
         "ancestors",
         "dispatcher",
+        "carrier",
+        "exit_pending",
     } == set(info)
     assert "informed" == info["registered_name"]
     assert "default" == info["dispatcher"]
