@@ -21,12 +21,17 @@ from .errors import (
     DeterminismError,
     Error,
     Failed,
+    Locked,
     NotFound,
     NotSerializable,
     StepFailed,
+    StorageError,
+    StorageFailed,
+    StorageFull,
     Terminated,
     TimedOut,
     UnknownWorkflow,
+    WrongLayout,
 )
 
 __all__ = [
@@ -56,5 +61,10 @@ __all__ = [
     "NotSerializable",
     "ChildFailed",
     "TimedOut",
+    "Locked",
+    "WrongLayout",
+    "StorageError",
+    "StorageFull",
+    "StorageFailed",
     "CODES",
 ]

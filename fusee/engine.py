@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from typing import Any, Callable, Iterable
 
 import ensemble as _e
@@ -39,6 +40,7 @@ from ensemble import NOMATCH, TIMEOUT
 from ensemble import gen_server as _gs
 
 from . import concurrency as _concurrency
+from . import directory as _directory
 from . import delay as _delay
 from . import durations as _durations
 from . import parking as _parking
@@ -48,8 +50,10 @@ from .errors import (
     Corrupt,
     Error,
     NotFound,
+    StorageError,
     UnknownWorkflow,
 )
+from .disk import DISK, Disk
 from .journal import DEFAULT_SEGMENT_SIZE, Journal
 from .replay import History, Machine
 from .workflow import (
@@ -65,7 +69,7 @@ from .workflow import (
     workflow,
 )
 from .run import _DONE, RUNNING, STATUSES, Ctx, StepContext, _RunState
-from .shard import _ShardServer
+from .shard import _VOID, _ShardServer
 
 __all__ = [
     "Workflow",
@@ -164,9 +168,9 @@ class Engine:
         cls,
         path: str | None,
         workflows: Iterable[Workflow] = (),
-        shards: int = 4,
+        shards: int | None = None,
         *,
-        segment_size: int = DEFAULT_SEGMENT_SIZE,
+        segment_size: int | None = None,
         zero_fill: bool = True,
         max_live_runs: int | None = None,
         clock: Clock | None = None,
@@ -174,8 +178,19 @@ class Engine:
         memory_budget: int | None = None,
         retention: float | None = None,
         checkpoint_on_shutdown: bool = True,
+        disk: Disk = DISK,
     ) -> "Engine":
         """Open the engine on directory ``path`` (``None``: in memory), recovering every unfinished run.
+
+        One engine at a time holds a directory: a second open, from this process
+        or another, raises :class:`Locked` (naming the holder's pid) and changes
+        nothing.  ``shards`` and ``segment_size`` default to what the directory
+        recorded when it was made (4 and 16 MiB for a new one; a different
+        explicit value raises :class:`WrongLayout`).  A full or failing disk
+        raises :class:`StorageFull` / :class:`StorageFailed` at each call whose
+        records it kept from the disk; acknowledged runs stay readable and
+        writes work again once the disk does.  ``disk`` is the file layer (a
+        :class:`fusee.testing.FaultyDisk` injects faults).
 
         ``max_live_runs`` (``None``: unbounded) bounds the live, unfinished runs
         per shard: a ``start`` that would exceed it raises :class:`Busy`, with
@@ -200,12 +215,8 @@ class Engine:
                 raise ValueError(f"{name} is None or a number of seconds >= 0, not {v!r}")
         if memory_budget is not None and (type(memory_budget) is not int or memory_budget < 0):
             raise ValueError(f"memory_budget is None or an int >= 0 (bytes), not {memory_budget!r}")
-        checkpoints: list[Any] = [None] * shards if type(shards) is int and shards > 0 else []
-        if path is not None:
-            for shard in range(len(checkpoints)):
-                d = os.path.join(path, f"shard-{shard}")
-                if os.path.isdir(d):
-                    checkpoints[shard] = _store.load(d, shard)
+        if shards is not None and (type(shards) is not int or shards < 1):
+            raise ValueError(f"shards is None or an int > 0, not {shards!r}")
         registry: dict[str, Workflow] = {}
         for wf in workflows:
             if type(wf) is not Workflow:
@@ -218,10 +229,40 @@ class Engine:
             if wf.name in registry:
                 raise ValueError(f"{wf.name!r} is a built-in workflow type of fusee")
             registry[wf.name] = wf
-        journal = Journal.open(
-            path, shards, segment_size=segment_size, zero_fill=zero_fill, after=[cp.lsn if cp else 0 for cp in checkpoints]
-        )
+        lock = layout = None
+        checkpoints: list[Any] = []
+        if path is None:
+            shards = 4 if shards is None else shards
+        else:
+            lock = _directory.lock(os.fspath(path))
+            try:
+                layout = _directory.open_layout(path, shards, segment_size, 4, DEFAULT_SEGMENT_SIZE)
+                shards = layout[0].shards
+                for shard in range(shards):
+                    d = os.path.join(path, f"shard-{shard}")
+                    checkpoints.append(_store.load(d, shard) if os.path.isdir(d) else None)
+            except BaseException:
+                lock.release()
+                raise
+        voids: list[Any] = [None]  # the engine, once made: a void (a failed write) goes to its shard server
+        try:
+            journal = Journal.open(
+                path,
+                shards,
+                segment_size=segment_size,
+                zero_fill=zero_fill,
+                after=[cp.lsn if cp else 0 for cp in checkpoints],
+                disk=disk,
+                lock=lock,
+                layout=layout,
+                on_void=lambda shard, lo, hi, err: _e.send(voids[0]._servers[shard], (_VOID, lo, hi, err)),
+            )
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
         engine = cls(journal, registry, shards, max_live_runs)
+        voids[0] = engine
         if clock is not None:
             engine._clock = clock
         engine._park_after = None if park_after is None else float(park_after)
@@ -326,19 +367,25 @@ class Engine:
 
     def _result_of(self, st: _RunState, timeout: float | None) -> Any:
         deadline = None if timeout is None else time.monotonic() + timeout
-        if st.status == RUNNING:
-            a = _e.alias()
-            try:
-                if not self._call(st.shard, ("watch", st, a)):
-                    msg = (_DONE, a)
-                    got = _e.receive(lambda m: m if m == msg else NOMATCH, timeout=timeout)
-                    if got is TIMEOUT:
-                        raise TimeoutError(f"run {st.id!r} has not ended within {timeout} s")
-            finally:
-                _e.unalias(a)
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not self._journal.wait_durable(st.shard, st.done_lsn, timeout=left):
-            raise TimeoutError(f"the end of run {st.id!r} is not durable within {timeout} s")
+        while True:
+            if st.status == RUNNING:
+                a = _e.alias()
+                try:
+                    if not self._call(st.shard, ("watch", st, a)):
+                        msg = (_DONE, a)
+                        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                        got = _e.receive(lambda m: m if m == msg else NOMATCH, timeout=left)
+                        if got is TIMEOUT:
+                            raise TimeoutError(f"run {st.id!r} has not ended within {timeout} s")
+                finally:
+                    _e.unalias(a)
+            lsn = st.done_lsn
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._journal.wait_durable(st.shard, lsn, timeout=left):  # StorageError: its end was voided
+                raise TimeoutError(f"the end of run {st.id!r} is not durable within {timeout} s")
+            if st.status != RUNNING and st.outcome is not None:
+                break
+            # a failed write voided its end after we looked: it runs again (fusee.shard._rollback)
         if st.status == "continued":  # follow the chain to its last run
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             return self._result_of(self._call(st.shard, ("successor", st)), left)
@@ -600,7 +647,8 @@ class Engine:
         return sorted((d for d in by_id.values() if status is None or d["status"] == status), key=lambda d: d["id"])
 
     def metrics(self) -> dict[str, Any]:
-        """Runs by status, and the journal's flush statistics (records per flush, flush latency)."""
+        """Runs by status, the journal's flush statistics (records per flush, flush latency) and storage
+        failures (``storage_failures``: flushes a full or failing disk voided)."""
         runs = {s: 0 for s in STATUSES}
         for shard in range(self.shards):
             for k, v in self._call(shard, ("counts",)).items():
@@ -614,6 +662,8 @@ class Engine:
             "flush_seconds_mean": j["flush_seconds_mean"],
             "flush_seconds_max": j["flush_seconds_max"],
             "inline_flushes": j["inline_flushes"],
+            "storage_failures": j["storage_failures"],  # flushes a full or failing disk voided
+            "storage_error": j["storage_error"],  # the last one's text while a shard still recovers from it
             "journal": j,
             **self._parking_metrics(),
         }
@@ -650,7 +700,7 @@ class Engine:
                 raise cp
             if cp.lsn:
                 self._journal.wait_durable(shard, cp.lsn)
-            _store.write(os.path.join(self._journal.path, f"shard-{shard}"), cp)
+            _store.write(os.path.join(self._journal.path, f"shard-{shard}"), cp, self._journal.disk)
             lsns.append(cp.lsn)
         return lsns
 
@@ -668,14 +718,24 @@ class Engine:
             for pid in self._servers:
                 _gs.call(pid, ("stop_runs",), timeout=None)
             if self._checkpoint_on_shutdown and self._journal.path is not None and self._servers:
-                lsns = self._checkpoint_all()
+                try:
+                    lsns = self._checkpoint_all()
+                except (OSError, StorageError) as exc:
+                    # nothing is lost: the log holds every record, the next open replays it
+                    warnings.warn(f"fusee: no checkpoint written ({exc}); the next open replays the log", RuntimeWarning, 2)
+                    lsns = []
             for pid in self._servers:
                 _gs.stop(pid)
         finally:
             self.closed = True
-            self._journal.close()
-        for shard, lsn in enumerate(lsns):
-            self._journal.delete_before(shard, lsn)
+            self._journal.close(keep_lock=True)
+        try:
+            for shard, lsn in enumerate(lsns):
+                self._journal.delete_before(shard, lsn)
+        except OSError as exc:  # the segments left are skipped at the next open (the checkpoint holds them)
+            warnings.warn(f"fusee: old segments not deleted ({exc})", RuntimeWarning, 2)
+        finally:
+            self._journal.unlock()
 
     close = shutdown
 

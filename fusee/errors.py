@@ -25,6 +25,13 @@ class                  code                     means
 :class:`ChildFailed`   ``"child_failed"``       a child run did not complete (``id``, ``failure``,
                                                 ``status``): raised in its parent
 :class:`TimedOut`      ``"timed_out"``          the run passed its deadline (``timeout=``)
+:class:`Locked`        ``"locked"``             another engine holds the data directory (``pid``)
+:class:`WrongLayout`   ``"wrong_layout"``       the directory was made with another layout (shards,
+                                                segment size, format) than the open asked for
+:class:`StorageFull`   ``"storage_full"``       the disk is full (ENOSPC, EDQUOT): the records the
+                                                call waited for were not written; retry later
+:class:`StorageFailed` ``"storage_failed"``     the disk failed (EIO, ...): the same, for any other
+                                                OS error of a write, sync, rollover or checkpoint
 =====================  =======================  ===========================================
 
 A *failure* (``StepFailed.failure``, ``Failed.failure``) is a JSON value
@@ -51,6 +58,12 @@ __all__ = [
     "NotSerializable",
     "ChildFailed",
     "TimedOut",
+    "Locked",
+    "WrongLayout",
+    "StorageError",
+    "StorageFull",
+    "StorageFailed",
+    "storage_error",
     "CODES",
     "failure_of",
 ]
@@ -259,6 +272,83 @@ class TimedOut(Error):
         return "the run timed out" + ("" if self.deadline is None else f" (deadline {self.deadline})")
 
 
+class Locked(Error):
+    """Data directory ``path`` is held by another engine, in process ``pid`` (None if it did not say)."""
+
+    code = "locked"
+
+    def __init__(self, path: Any, pid: int | None = None) -> None:
+        super().__init__(path, pid)
+        self.path = path
+        self.pid = pid
+
+    def _message(self) -> str:
+        holder = "another engine" if self.pid is None else f"the engine of process {self.pid}"
+        return f"{self.path} is locked by {holder}: one engine per directory"
+
+
+class WrongLayout(Error):
+    """Data directory ``path`` does not fit the open: ``why`` says what was recorded and what was asked."""
+
+    code = "wrong_layout"
+
+    def __init__(self, path: Any, why: str) -> None:
+        super().__init__(path, why)
+        self.path = path
+        self.why = why
+
+    def _message(self) -> str:
+        return f"{self.path}: {self.why}"
+
+
+class StorageError(Error):
+    """The base of :class:`StorageFull` and :class:`StorageFailed`: ``op`` on ``path`` failed with ``errno``
+    (``why``: its text); nothing the call waited for was written.
+
+    Acknowledged records stay readable, and writes succeed again by themselves
+    once the disk does (no reopen needed)."""
+
+    code = "storage"
+
+    def __init__(self, op: str, path: Any, errno: int | None = None, why: str = "") -> None:
+        super().__init__(op, path, errno, why)
+        self.op = op
+        self.path = path
+        self.errno = errno
+        self.why = why
+
+    def _message(self) -> str:
+        return f"storage error: {self.op} {self.path}: {self.why or self.errno}"
+
+
+class StorageFull(StorageError):
+    """The disk is full (ENOSPC, EDQUOT)."""
+
+    code = "storage_full"
+
+    def _message(self) -> str:
+        return f"storage full: {self.op} {self.path}: {self.why or self.errno}"
+
+
+class StorageFailed(StorageError):
+    """The disk failed: an OS error other than a full disk (EIO, EROFS, ...)."""
+
+    code = "storage_failed"
+
+    def _message(self) -> str:
+        return f"storage failed: {self.op} {self.path}: {self.why or self.errno}"
+
+
+def storage_error(exc: OSError, op: str, path: Any) -> StorageError:
+    """The fusee error for OS error ``exc`` of ``op`` on ``path``: :class:`StorageFull` for ENOSPC and
+    EDQUOT, else :class:`StorageFailed`."""
+    import errno as _errno
+
+    code = exc.errno
+    cls = StorageFull if code in (_errno.ENOSPC, getattr(_errno, "EDQUOT", -1)) else StorageFailed
+    return cls(op, path, code, exc.strerror or str(exc))
+
+
 CODES: Final[dict[str, type[Error]]] = {
     cls.code: cls
     for cls in (
@@ -275,6 +365,10 @@ CODES: Final[dict[str, type[Error]]] = {
         NotSerializable,
         ChildFailed,
         TimedOut,
+        Locked,
+        WrongLayout,
+        StorageFull,
+        StorageFailed,
     )
 }
 """Each code to its class (the base's ``"error"`` is not listed)."""

@@ -1,11 +1,13 @@
 """fusee's journal: per-shard logs of opaque records, group-committed to disk.
 
 Layout: ``<path>/shard-<n>/<segment number>.seg``, each a segment of
-:mod:`fusee.segment` (a 4 KiB header, then frames).  LSNs are consecutive
-across a shard's segments, from 1.  Every open recovers each shard (scanning
-its segments in order), deletes a trailing segment with no valid frame, and
-starts a fresh segment numbered after the last, so new frames never follow
-torn bytes in one file.  A segment is preallocated to ``segment_size`` bytes
+:mod:`fusee.segment` (a 4 KiB header, then frames), beside the directory's
+``LOCK``, ``MANIFEST`` and each shard's ``HEAD`` (:mod:`fusee.directory`).
+LSNs increase across a shard's segments, from 1, and are never reused.  Every
+open takes the lock, recovers each shard (scanning its segments in order;
+anything missing or cut short is ``Corrupt``), and starts a fresh segment
+numbered after every one there is, so new frames never follow torn bytes in
+one file.  A segment is preallocated to ``segment_size`` bytes
 and, by default, zero-filled: on ext4 a write into merely fallocated space
 converts an "unwritten" extent, a metadata change ``fdatasync`` must commit,
 while a write over written zeros changes data only.  A batch that does not
@@ -34,6 +36,12 @@ token is left behind).  :meth:`on_durable` callbacks run on the shard's
 carrier thread, inside the flusher process, right after the ``fdatasync``:
 they must not block (send a message instead).
 
+A full or failing disk (any ``OSError`` of a flush, through :class:`fusee.disk.Disk`)
+voids the failed batch and everything appended after it: their waiters get a
+:class:`fusee.errors.StorageError`, the next flush starts a new segment whose
+header says where the durable log ends, and (with ``on_void``) appends are
+refused until the owner has rolled back (:meth:`Journal.resume`).
+
 ``path=None`` keeps everything in memory: every append is durable at once,
 and ``on_durable`` callbacks run at once in the caller.
 """
@@ -55,7 +63,10 @@ from gevent import get_hub as _get_hub
 from greenlet import getcurrent as _getcurrent
 from gevent import sleep as _yield_to_ready
 
+from . import directory as _dir
 from . import segment as _seg
+from .disk import DISK, Disk
+from .errors import StorageError, storage_error
 
 # real OS-thread primitives, also when the app has monkey-patched threading
 allocate_lock = _monkey.get_original("_thread", "allocate_lock")
@@ -86,13 +97,15 @@ def _is_kick(m: Any) -> Any:
 class _Token:
     """What the flusher puts in a waiter's mailbox (and the waiter takes out): "your LSN is settled".
 
-    ``home``: the waiter runs on the shard's own carrier (see ``_Shard.woken_home``).
+    ``home``: the waiter runs on the shard's own carrier (see ``_Shard.woken_home``); ``error``: the
+    storage error that voided the LSN instead (None: it is durable).
     """
 
-    __slots__ = ("home",)
+    __slots__ = ("home", "error")
 
     def __init__(self, home: bool) -> None:
         self.home = home
+        self.error: StorageError | None = None
 
 
 def _await_token(tok: _Token, timeout: float | None) -> bool:
@@ -100,12 +113,14 @@ def _await_token(tok: _Token, timeout: float | None) -> bool:
     return e.receive(lambda m: True if m is tok else NOMATCH, timeout=timeout) is True
 
 
-def _wake(s: "_Shard", ready: list) -> None:
-    """Hand each ready waiter its token (on the shard's carrier; ensemble.send is safe from any thread)."""
+def _wake(s: "_Shard", ready: list, error: StorageError | None = None) -> None:
+    """Hand each ready waiter its token, with ``error`` if its LSN was voided (on the shard's carrier;
+    ensemble.send is safe from any thread)."""
     send = e.send
     for p, tok in ready:
         if tok.home:
             s.woken_home += 1
+        tok.error = error
         send(p, tok)
 
 
@@ -115,12 +130,16 @@ def _corrupt(path: str | None, offset: int, why: str) -> Exception:
     return Corrupt(path, offset, why)
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+_VOIDS_KEPT = 1024  # voided LSN ranges remembered per shard (a wait on an older voided LSN is not expected)
+
+
+def _header_of(data: bytes, path: str) -> "_seg.Header | None":
+    """The segment header at the start of ``data``; None if the file is empty or its header block is all
+    zeros (never written); :class:`fusee.errors.Corrupt` if it is damaged."""
+    block = data[: _seg.HEADER_SIZE]
+    if not block.strip(b"\0"):
+        return None
+    return _seg.decode_header(data, path)
 
 
 class _Shard:
@@ -163,6 +182,13 @@ class _Shard:
         "in_flight",
         "max_in_flight",
         "idents",
+        "voided",
+        "void_after",
+        "refusing",
+        "failures",
+        "last_error",
+        "head",
+        "empties",
     )
 
     def __init__(self, index: int) -> None:
@@ -210,23 +236,45 @@ class _Shard:
         self.in_flight = 0
         self.max_in_flight = 0
         self.idents: set[int] = set()
+        # A failed flush voids its LSNs and every one appended after them (``(lo, hi, error)``, newest last);
+        # the next flush first makes a new segment whose header says the log holds up to ``void_after``.
+        # ``refusing``: appends raise that error until the owner has rolled its state back
+        # (:meth:`Journal.resume`); only with an ``on_void`` listener.
+        self.voided: list[tuple[int, int, StorageError]] = []
+        self.void_after: int | None = None
+        self.refusing: StorageError | None = None
+        self.failures = 0
+        self.last_error: StorageError | None = None
+        self.head: _dir.Head | None = None  # what HEAD says now
+        self.empties: list[str] = []  # recovered segments without a frame: deleted once HEAD moves past them
 
 
 class Journal:
     """Per-shard, group-committed logs of opaque byte bodies.  Open with :meth:`Journal.open`."""
 
-    def __init__(self, path: str | None, shards: int, segment_size: int, zero_fill: bool) -> None:
+    def __init__(
+        self,
+        path: str | None,
+        shards: int,
+        segment_size: int,
+        zero_fill: bool,
+        disk: Disk = DISK,
+        on_void: Callable[[int, int, int, StorageError], Any] | None = None,
+    ) -> None:
         if type(shards) is not int or shards < 1:
             raise ValueError(f"shards must be a positive int, not {shards!r}")
-        if segment_size < _seg.HEADER_SIZE + _seg.FRAME_HEADER:
-            raise ValueError(f"segment_size {segment_size} is too small")
+        if type(segment_size) is not int or segment_size < _seg.HEADER_SIZE + _seg.FRAME_HEADER:
+            raise ValueError(f"segment_size {segment_size!r} is too small")
         self.path = path
         self.segment_size = segment_size
         self.zero_fill = zero_fill
+        self.disk = disk
+        self.on_void = on_void
         self.closed = False
         self._shards = [_Shard(i) for i in range(shards)]
         self._seq = itertools.count()
         self._dispatchers: list[str] = []
+        self._lock: _dir.DirLock | None = None
 
     # ------------------------------------------------------------------ open
 
@@ -234,32 +282,71 @@ class Journal:
     def open(
         cls,
         path: str | None,
-        shards: int,
+        shards: int | None = None,
         *,
-        segment_size: int = DEFAULT_SEGMENT_SIZE,
+        segment_size: int | None = None,
         zero_fill: bool = True,
         after: list[int] | None = None,
+        disk: Disk = DISK,
+        lock: "_dir.DirLock | None" = None,
+        layout: "tuple[_dir.Manifest, bool] | None" = None,
+        on_void: Callable[[int, int, int, StorageError], Any] | None = None,
     ) -> "Journal":
-        """Open (recovering) the journal at ``path`` with ``shards`` shards; ``None`` keeps it in memory.
+        """Open (recovering) the journal at ``path``; ``None`` keeps it in memory.
 
-        Raises :class:`fusee.errors.Corrupt` (naming the file and offset) for a
-        damaged acknowledged record.  Starts a fresh segment per shard and, per
+        ``shards`` and ``segment_size`` default to the directory's recorded
+        layout (:mod:`fusee.directory`; for a new directory, 4 and
+        :data:`DEFAULT_SEGMENT_SIZE`); another explicit value raises
+        :class:`fusee.errors.WrongLayout`.  Takes the directory's lock (unless
+        ``lock``, already taken, is given; released by :meth:`close` and
+        :meth:`abandon`): :class:`fusee.errors.Locked` if another journal holds it.
+        Raises :class:`fusee.errors.Corrupt` (naming the file) for a damaged or
+        missing acknowledged record.  Starts a fresh segment per shard and, per
         shard, a dispatcher of one carrier (:meth:`home`) with the shard's flusher.
         ``after[n]`` (default 0) is the LSN of shard ``n``'s checkpoint: its log
         may begin at ``after[n] + 1`` (earlier segments deleted), and records at
         or before it are not recovered (the checkpoint holds them).
+
+        ``on_void(shard, lo, hi, error)``, if given, is called (on the shard's
+        carrier, must not block) when a failed write voids LSNs ``lo..hi``; the
+        shard then refuses appends (raising ``error``) until :meth:`resume`.
         """
-        j = cls(path, shards, segment_size, zero_fill)
         if path is None:
-            return j
-        os.makedirs(path, exist_ok=True)
-        for s in j._shards:
-            s.dir = os.path.join(path, f"shard-{s.index}")
-            os.makedirs(s.dir, exist_ok=True)
-            j._recover(s, after[s.index] if after else 0)
-        for s in j._shards:
-            j._new_segment(s, s.next_lsn, segment_size)
-        _fsync_dir(path)
+            return cls(None, 4 if shards is None else shards, segment_size or DEFAULT_SEGMENT_SIZE, zero_fill, disk, on_void)
+        own = lock is None
+        if own:
+            lock = _dir.lock(path)
+        try:
+            if layout is None:
+                layout = _dir.open_layout(path, shards, segment_size, 4, DEFAULT_SEGMENT_SIZE)
+            manifest, new = layout
+            j = cls(path, manifest.shards, manifest.segment_size, zero_fill, disk, on_void)
+            j._lock = lock
+            if new:  # a new directory (or one of format 2): its layout is recorded before anything else
+                _dir.write_manifest(path, manifest, disk)
+            _dir.remove_stale_temps(path, manifest.shards)
+            for s in j._shards:
+                s.dir = os.path.join(path, f"shard-{s.index}")
+                disk.mkdir(s.dir)
+                j._recover(s, after[s.index] if after else 0)
+            for s in j._shards:
+                j._new_segment(s, s.next_lsn, j.segment_size)
+                for p in s.empties:  # HEAD is past them now
+                    disk.unlink(p)
+                if s.empties:
+                    disk.fsync_dir(s.dir)
+                s.empties = []
+            disk.fsync_dir(path)
+        except BaseException as exc:
+            for s in j._shards if "j" in locals() else ():
+                if s.fd >= 0:
+                    os.close(s.fd)
+                    s.fd = -1
+            if own:
+                lock.release()  # type: ignore[union-attr]
+            if isinstance(exc, OSError) and not isinstance(exc, (FileNotFoundError, NotADirectoryError, PermissionError)):
+                raise storage_error(exc, "opening", path) from exc
+            raise
         serial = next(_journal_ids)
         started = _Token(False)
         me = e.self()
@@ -272,109 +359,172 @@ class Journal:
         return j
 
     def _recover(self, s: _Shard, after: int = 0) -> None:
+        """Read shard ``s``'s segments: its records after ``after`` (the checkpoint's LSN), checked whole.
+
+        HEAD names the newest segment that may hold records: every segment up to
+        it must be there, whole (its allocated size, recorded in its header) and
+        in LSN sequence; one past it never held an acknowledged frame (a crash
+        while making it, or an unused spare) and is deleted.  Anything else
+        missing or cut short is :class:`fusee.errors.Corrupt` naming the file.
+        """
         assert s.dir is not None
+        disk = self.disk
+        head = s.head = _dir.read_head(s.dir)
         numbers = sorted(int(m.group(1)) for f in os.listdir(s.dir) if (m := _SEG_NAME.match(f)))
-        scans: list[tuple[int, str, _seg.Scan]] = []
+        kept: list[tuple[int, str, _seg.Scan]] = []
+        dropped = False
         for n in numbers:
             p = os.path.join(s.dir, f"{n}.seg")
+            beyond = head is not None and (n > head.number or (n == head.number and not head.exists))
             with open(p, "rb") as f:
                 data = f.read()
-            scans.append((n, p, _seg.scan(data, p)))
-        # A trailing segment with no valid frame (never used, or its creation never became durable) goes.
-        while scans and not scans[-1][2].frames:
-            n, p, sc = scans[-1]
-            if sc.header is not None and len(scans) > 1:
-                prev = scans[-2][2]
+            if beyond:  # never made current: nothing acknowledged can be in it
+                disk.unlink(p)
+                dropped = True
+                continue
+            header = _header_of(data, p)
+            if header is None:
+                if head is None:  # format 2 (no HEAD): a segment whose creation never became durable
+                    disk.unlink(p)
+                    dropped = True
+                    continue
+                raise _corrupt(p, 0, f"segment {n} is empty or its header is gone ({len(data)} bytes); "
+                               f"HEAD says the log goes on to segment {head.number}: records are lost")
+            if header.size is not None and len(data) != header.size:
+                raise _corrupt(p, len(data), f"segment {n} is {len(data)} bytes, it was made {header.size}: "
+                               "cut short, records after this offset may be lost")
+            sc = _seg.scan(data, p)
+            if head is None and header.version >= 3:
+                if sc.frames:
+                    raise _corrupt(os.path.join(s.dir, _dir.HEAD_NAME), 0, f"HEAD is missing, segment {n} holds records")
+                disk.unlink(p)
+                dropped = True
+                continue
+            kept.append((n, p, sc))
+        if head is not None and head.exists and not any(n == head.number for n, _, _ in kept):
+            raise _corrupt(os.path.join(s.dir, f"{head.number}.seg"), 0,
+                           f"segment {head.number} is missing: HEAD says it holds the log from lsn {head.base_lsn}")
+        if head is None:  # format 2: a trailing segment with no valid frame was never used
+            while kept and not kept[-1][2].frames and len(kept) > 1:
+                n, p, sc = kept[-1]
+                prev = kept[-2][2]
                 expected = prev.frames[-1].lsn + 1 if prev.frames else (prev.header.base_lsn if prev.header else 1)
-                if sc.header.base_lsn != expected:
+                if sc.header is not None and sc.header.base_lsn != expected:
                     break  # let the checks below report the gap
-            os.unlink(p)
-            scans.pop()
+                disk.unlink(p)
+                dropped = True
+                kept.pop()
+        if dropped:
+            disk.fsync_dir(s.dir)
         next_lsn = after + 1
         prev_path, prev_end = None, 0
-        for n, p, sc in scans:
+        for n, p, sc in kept:
             h = sc.header
-            if h is None:
-                raise _corrupt(p, 0, "segment header is missing (all zeros) but later segments exist")
+            assert h is not None
             if h.shard != s.index:
                 raise _corrupt(p, 0, f"segment belongs to shard {h.shard}, found in shard {s.index}")
             if h.number != n:
                 raise _corrupt(p, 0, f"segment header says number {h.number}")
-            if prev_path is None and h.base_lsn <= next_lsn:
-                next_lsn = h.base_lsn  # segments before a checkpoint not deleted (yet): skip their records
-            if h.base_lsn > next_lsn and prev_path is not None:
-                raise _corrupt(
-                    prev_path,
-                    prev_end,
-                    f"records {next_lsn}..{h.base_lsn - 1} are missing or damaged "
-                    f"(the next segment begins at lsn {h.base_lsn})",
-                )
-            if h.base_lsn != next_lsn:
-                raise _corrupt(p, 0, f"segment begins at lsn {h.base_lsn}, expected {next_lsn}")
+            if prev_path is None:
+                if h.prior > after:
+                    raise _corrupt(p, 0, f"records {after + 1}..{h.prior} are missing: the log's first segment "
+                                   f"begins after them and no checkpoint holds them")
+                # segments before a checkpoint not deleted (yet): their records up to ``after`` are skipped
+            else:
+                if h.prior >= next_lsn:
+                    raise _corrupt(prev_path, prev_end,
+                                   f"records {next_lsn}..{h.prior} are missing or damaged "
+                                   f"(the next segment, {p}, says the log holds up to lsn {h.prior})")
+                if h.prior < next_lsn - 1:  # a failed flush's frames that reached the previous segment: void
+                    while s.recovered and s.recovered[-1][0] > h.prior:
+                        s.recovered.pop()
+                    base, pp, offs = s.places[-1] if s.places else (0, "", [])
+                    if s.places and pp == prev_path:
+                        del offs[max(0, h.prior + 1 - base):]
             s.recovered.extend((fr.lsn, fr.body) for fr in sc.frames if fr.lsn > after)
             if sc.frames:
                 s.places.append((h.base_lsn, p, [fr.offset for fr in sc.frames]))
+            if not sc.frames:
+                s.empties.append(p)
             next_lsn = h.base_lsn + len(sc.frames)
             prev_path, prev_end = p, sc.end
+        if head is not None and not head.exists and head.base_lsn - 1 > max(after, next_lsn - 1):
+            raise _corrupt(os.path.join(s.dir, _dir.HEAD_NAME), 0,
+                           f"records {max(after, next_lsn - 1) + 1}..{head.base_lsn - 1} are missing: "
+                           "HEAD says a checkpoint holds them, and none does")
         next_lsn = max(next_lsn, after + 1)
         s.next_lsn = next_lsn
         s.durable_lsn = next_lsn - 1
-        s.seg_number = scans[-1][0] if scans else 0  # a deleted trailing segment's number is reused
+        s.seg_number = max(numbers + [head.number if head else 0])  # numbers are never reused
 
-    def _allocate(self, s: _Shard, number: int, size: int, header: bytes | None) -> int:
+    def _allocate(self, s: _Shard, number: int, size: int, header: _seg.Header | None) -> int:
         """Create segment file ``number`` of ``size`` bytes, allocated (zero-filled unless ``zero_fill`` is
-        off), with ``header`` (or a zero one), synced with its directory; its open fd."""
+        off), with ``header`` (or a zero one), synced with its directory; its open fd.  On failure nothing
+        is left: the file is deleted and the ``OSError`` raised."""
         assert s.dir is not None
+        disk = self.disk
         p = os.path.join(s.dir, f"{number}.seg")
-        fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        disk.unlink(p)  # a file of this number is a leftover of a failed attempt: it never held a record
+        fd = disk.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL)
         try:
-            if hasattr(os, "posix_fallocate"):
-                try:
-                    os.posix_fallocate(fd, 0, size)
-                except OSError:
-                    os.ftruncate(fd, size)
-            else:
-                os.ftruncate(fd, size)
+            disk.allocate(fd, size)
             if self.zero_fill:
                 left = size
                 while left > 0:
-                    left -= os.write(fd, _ZEROS[: min(left, len(_ZEROS))])
+                    n = min(left, len(_ZEROS))
+                    disk.write(fd, memoryview(_ZEROS)[:n])
+                    left -= n
             if header is not None:
-                os.pwrite(fd, header, 0)
-            os.fsync(fd)  # size and extents: the last metadata change this file sees
-            _fsync_dir(s.dir)
+                disk.pwrite(fd, _seg.encode_header(header), 0)
+            disk.fsync(fd)  # size and extents: the last metadata change this file sees
+            disk.fsync_dir(s.dir)
         except BaseException:
             os.close(fd)
+            disk.unlink(p)
             raise
         return fd
 
-    def _new_segment(self, s: _Shard, base_lsn: int, size: int) -> None:
-        """Make segment ``seg_number + 1``, beginning at ``base_lsn`` and at least ``size`` bytes, current:
-        the spare prepared off the flush path if there is one big enough, else one made now."""
+    def _new_segment(self, s: _Shard, base_lsn: int, size: int, after: int | None = None) -> None:
+        """Make segment ``seg_number + 1``, beginning at ``base_lsn`` (the log holding up to ``after``,
+        default ``base_lsn - 1``) and at least ``size`` bytes, current: the spare prepared off the flush
+        path if there is one big enough, else one made now.  HEAD names it before any frame goes in.
+        On failure (``OSError``) no new file is left and the current segment stays current."""
         if s.spare_pending:  # a spare is being prepared: wait for it (a native wait, rare)
             with s.spare_lock:
                 pass
+        assert s.dir is not None
+        disk = self.disk
         number = s.seg_number + 1
-        header = _seg.encode_header(_seg.Header(s.index, base_lsn, number))
+        p = os.path.join(s.dir, f"{number}.seg")
         if s.spare_fd >= 0 and s.spare_number == number and s.spare_size >= size:
             fd, size = s.spare_fd, s.spare_size
             s.spare_fd = -1
             try:
-                os.pwrite(fd, header, 0)
-                os.fdatasync(fd)  # the header is durable before any frame of this segment is acknowledged
+                disk.pwrite(fd, _seg.encode_header(_seg.Header(s.index, base_lsn, number, size, after)), 0)
+                disk.fdatasync(fd)  # the header is durable before HEAD names the segment
             except BaseException:
                 os.close(fd)
+                disk.unlink(p)
                 raise
             s.spares_used += 1
         else:
             self._drop_spare(s)
-            fd = self._allocate(s, number, size, header)
+            fd = self._allocate(s, number, size, _seg.Header(s.index, base_lsn, number, size, after))
+        head = _dir.Head(number, base_lsn, True)
+        try:
+            _dir.write_head(s.dir, head, disk)
+        except BaseException:
+            # HEAD may have reached the disk naming this segment: keep it (whole, empty) and never reuse
+            # its number; an open deletes it if HEAD does not name it
+            os.close(fd)
+            s.seg_number = number
+            raise
+        s.head = head
         os.lseek(fd, _seg.HEADER_SIZE, os.SEEK_SET)
         if s.fd >= 0:
             os.close(s.fd)
         s.fd = fd
-        assert s.dir is not None
-        s.seg_path = os.path.join(s.dir, f"{number}.seg")
+        s.seg_path = p
         s.seg_number = number
         s.seg_pos = _seg.HEADER_SIZE
         s.seg_size = size
@@ -386,9 +536,9 @@ class Journal:
             os.close(s.spare_fd)
             s.spare_fd = -1
             try:
-                os.unlink(os.path.join(s.dir, f"{s.spare_number}.seg"))
-            except FileNotFoundError:
-                pass
+                self.disk.unlink(os.path.join(s.dir, f"{s.spare_number}.seg"))
+            except OSError:
+                pass  # left for the next open, which deletes a segment past HEAD
 
     # ------------------------------------------------------------------ records
 
@@ -433,6 +583,8 @@ class Journal:
                 raise ValueError("the journal is closed")
             if s.error is not None:
                 raise s.error
+            if s.refusing is not None:
+                raise s.refusing
             lsn = s.next_lsn
             s.next_lsn = lsn + 1
             s.pending.append(body)
@@ -474,6 +626,7 @@ class Journal:
                 base = None
             bases.append((n, p, base))
         gone = 0
+        disk = self.disk
         for i, (n, p, base) in enumerate(bases):
             if not self.closed and p == s.seg_path:
                 break
@@ -486,10 +639,14 @@ class Journal:
                     sc = _seg.scan(f.read(), p)
                 if sc.frames and sc.frames[-1].lsn > lsn:
                     break
-            os.unlink(p)
+                if s.head is not None and s.head.exists and s.head.number == n:
+                    # HEAD first: the log's next segment is yet to be made, the checkpoint holds up to lsn
+                    s.head = _dir.Head(n + 1, lsn + 1, False)
+                    _dir.write_head(s.dir, s.head, disk)
+            disk.unlink(p)
             gone += 1
         if gone:
-            _fsync_dir(s.dir)
+            disk.fsync_dir(s.dir)
         return gone
 
     def durable_lsn(self, shard: int) -> int:
@@ -503,6 +660,10 @@ class Journal:
         OSError if the disk failed.
         """
         s = self._shard(shard)
+        if s.voided:
+            err = _void_error(s, lsn)
+            if err is not None:
+                raise err
         if s.durable_lsn >= lsn:
             return True
         if lsn >= s.next_lsn:
@@ -515,6 +676,9 @@ class Journal:
         tok = _Token(home)
         ent = (e.self(), tok)
         with s.lock:
+            err = _void_error(s, lsn) if s.voided else None
+            if err is not None:
+                raise err
             if s.durable_lsn >= lsn:
                 return True
             if s.error is not None:
@@ -533,9 +697,18 @@ class Journal:
             _await_token(tok, None)
         if home:
             s.woken_home -= 1
+        if tok.error is not None:
+            raise tok.error
         if s.error is not None and s.durable_lsn < lsn:
             raise s.error
         return True
+
+    def resume(self, shard: int) -> None:
+        """Accept appends to ``shard`` again after a failed write voided some (see ``on_void``): its owner
+        has rolled its state back to the durable records."""
+        s = self._shard(shard)
+        with s.lock:
+            s.refusing = None
 
     def on_durable(self, shard: int, lsn: int, callback: Callable[[], Any]) -> None:
         """Call ``callback()`` once ``lsn`` is durable: at once (in the caller) if it is already,
@@ -568,12 +741,17 @@ class Journal:
             "spare_segments_used": sum(s.spares_used for s in shards),
             "flush_thread_idents": sorted(set().union(*(s.idents for s in shards))),
             "durable_lsn": [s.durable_lsn for s in shards],
+            "storage_failures": sum(s.failures for s in shards),
+            "storage_error": next((str(s.last_error) for s in shards if s.refusing is not None or s.void_after is not None), None),
             "segments": [s.seg_number for s in shards],
         }
 
-    def close(self) -> None:
-        """Flush what is pending, stop the flushers and close the files.  Idempotent."""
+    def close(self, keep_lock: bool = False) -> None:
+        """Flush what is pending, stop the flushers, close the files and give the directory's lock up
+        (unless ``keep_lock``: then :meth:`unlock` does).  Idempotent."""
         if self.closed:
+            if not keep_lock:
+                self.unlock()
             return
         self.closed = True
         if self.path is None:
@@ -591,6 +769,14 @@ class Journal:
                     e.exit_reason(s.pid)
         finally:
             self._release(keep_spares=False)
+            if not keep_lock:
+                self.unlock()
+
+    def unlock(self) -> None:
+        """Give the directory's lock up (idempotent): another journal may open it from now on."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def _release(self, keep_spares: bool) -> None:
         """Close every shard's files and shut its carrier down (an unused spare segment is deleted, or,
@@ -640,6 +826,7 @@ class Journal:
                 e.exit_reason(pid)
         finally:
             self._release(keep_spares=True)
+            self.unlock()  # as the OS does for a process that dies
 
 
 # ---------------------------------------------------------------------- the flusher
@@ -668,8 +855,10 @@ def _flusher(j: Journal, s: _Shard, opener: Any, started: _Token) -> None:
         s.last_inline = None
         try:
             _flush_taken(j, s, *taken)
+        except StorageError:
+            continue  # the batch was voided, its waiters told, the turn given back: go on
         except BaseException:
-            return  # the disk failed: recorded in s.error, every waiter woken
+            return  # not the disk: recorded in s.error, every waiter woken
         _hand_back(s)
 
 
@@ -710,10 +899,18 @@ def _flush_inline(j: Journal, s: _Shard, lsn: int) -> None:
             s.last_inline = me
             if taken is not None:
                 s.inline_flushes += 1
-                released = _flush_taken(j, s, *taken, release=True)
+                try:
+                    released = _flush_taken(j, s, *taken, release=True)
+                except StorageError:
+                    released = True  # _void gave the turn back
+                    raise
         finally:
             if not released:
                 _hand_back(s)
+        if s.voided:
+            err = _void_error(s, lsn)
+            if err is not None:
+                raise err
 
 
 def _deferred_kick(s: _Shard) -> None:
@@ -756,6 +953,9 @@ def _flush_taken(j: Journal, s: _Shard, first: int, batch: list[bytes], release:
     """
     try:
         _flush(j, s, first, batch)
+    except _Failed as f:
+        _void(j, s, first, f.error)
+        raise f.error from f.__cause__
     except BaseException as exc:
         with s.lock:
             s.error = exc
@@ -794,20 +994,22 @@ def _flush(j: Journal, s: _Shard, first: int, batch: list[bytes]) -> None:
     ``fdatasync`` it; count the flush."""
     data = _seg.encode_batch(first, batch)
     size = len(data)
-    if s.seg_pos + size > s.seg_size:
-        j._new_segment(s, first, max(j.segment_size, _seg.HEADER_SIZE + size))
+    disk = j.disk
+    if s.void_after is not None or s.seg_pos + size > s.seg_size:
+        try:
+            j._new_segment(s, first, max(j.segment_size, _seg.HEADER_SIZE + size), s.void_after)
+        except OSError as exc:
+            raise _Failed(storage_error(exc, "making a segment in", s.dir)) from exc
+        s.void_after = None
     s.in_flight += 1
     if s.in_flight > s.max_in_flight:
         s.max_in_flight = s.in_flight
     t0 = perf_counter()
     try:
-        fd = s.fd
-        done = os.write(fd, data)
-        if done != size:  # a short write (rare: a signal, a full disk): write the rest
-            view = memoryview(data)[done:]
-            while view:
-                view = view[os.write(fd, view) :]
-        os.fdatasync(fd)
+        disk.write(s.fd, data)
+        disk.fdatasync(s.fd)
+    except OSError as exc:
+        raise _Failed(storage_error(exc, "writing", s.seg_path)) from exc
     finally:
         s.in_flight -= 1
     dt = perf_counter() - t0
@@ -819,6 +1021,58 @@ def _flush(j: Journal, s: _Shard, first: int, batch: list[bytes]) -> None:
     s.flush_seconds += dt
     if dt > s.flush_seconds_max:
         s.flush_seconds_max = dt
+
+
+class _Failed(Exception):
+    """A flush's write, sync or rollover failed with ``error`` (inside the flush path only)."""
+
+    def __init__(self, error: StorageError) -> None:
+        self.error = error
+
+
+def _void(j: Journal, s: _Shard, first: int, error: StorageError) -> None:
+    """A flush from ``first`` failed: void every LSN from ``first`` to the last appended (the batch and
+    what queued behind it), tell their waiters ``error``, and give the flush turn back.
+
+    Nothing voided is ever acknowledged: the next flush first makes a new
+    segment whose header says the log holds up to ``durable_lsn``, so any of the
+    batch's frames that reached the old segment are void at every open, and
+    LSNs are never reused.  With an ``on_void`` listener, appends are refused
+    (raising ``error``) until it calls :meth:`Journal.resume`.
+    """
+    kick = False
+    with s.lock:
+        hi = s.next_lsn - 1
+        s.pending = []
+        s.voided.append((first, hi, error))
+        if len(s.voided) > _VOIDS_KEPT:
+            del s.voided[0]
+        s.void_after = s.durable_lsn
+        s.failures += 1
+        s.last_error = error
+        woken = [w for _, _, w in s.waiters]  # every waiter's LSN is past durable_lsn: all voided
+        s.waiters = []
+        if j.on_void is not None:
+            s.refusing = error
+        s.flushing = False
+        kick = s.idle and s.closing
+        if kick:
+            s.idle = False
+        if j.on_void is not None:
+            j.on_void(s.index, first, hi, error)  # under the lock: before any append can be refused
+    if kick:
+        e.send(s.pid, _KICK)
+    _wake(s, [w for w in woken if not callable(w)], error)
+
+
+def _void_error(s: _Shard, lsn: int) -> StorageError | None:
+    """The error that voided ``lsn`` of shard ``s`` (None: not voided)."""
+    for lo, hi, err in reversed(s.voided):
+        if lo <= lsn <= hi:
+            return err
+        if hi < lsn:
+            return None
+    return None
 
 
 def _start_spare(j: Journal, s: _Shard) -> None:

@@ -510,7 +510,7 @@ def _encode_full(record: Record) -> bytes:
 def decode_record(body: bytes | bytearray | memoryview) -> Record:
     """The record :func:`encode_record` wrote as ``body``; ``ValueError`` if malformed."""
     try:
-        tree = codec.loads_tree(body)
+        tree = codec._read_tree(body)
     except TypeError as e:
         raise ValueError(str(e)) from None
     if type(tree) is not dict:

@@ -14,7 +14,7 @@ import uuid as _uuid
 from typing import TYPE_CHECKING, Any, Callable
 
 import ensemble as _e
-from ensemble import TIMEOUT
+from ensemble import NOMATCH, TIMEOUT
 
 from . import durations as _durations
 from . import records as r
@@ -26,6 +26,7 @@ from .errors import (
     NotFound,
     NotSerializable,
     StepFailed,
+    StorageError,
     Terminated,
     TimedOut,
     failure_of,
@@ -227,8 +228,14 @@ def _tell_parents(st: _RunState) -> None:
     if done is None:
         return
 
+    lsn = st.done_lsn  # read now: a failed write may void it (and reset the run) before tell runs
+
     def tell() -> None:
-        engine._journal.wait_durable(st.shard, st.done_lsn)
+        try:
+            engine._journal.wait_durable(st.shard, lsn)
+        except StorageError:  # the Done was voided: the run runs again and tells them when it ends
+            st.parents.extend(p for p in parents if not any(_same_parent(p, q) for q in st.parents))
+            return
         for p in parents:
             if p["shard"] < len(engine._servers):
                 _e.send(engine._servers[p["shard"]], (_CHILD_DONE, p["id"], p["run"], p["seq"], done.status, done.payload))
@@ -268,8 +275,13 @@ def _close_children(st: _RunState, durable: bool = False) -> None:
             _e.send(server, msg)
         return
 
+    lsn = st.done_lsn
+
     def tell() -> None:
-        engine._journal.wait_durable(st.shard, st.done_lsn)
+        try:
+            engine._journal.wait_durable(st.shard, lsn)
+        except StorageError:
+            return  # the Done was voided: the parent runs again
         for server, msg in tells:
             _e.send(server, msg)
 
@@ -286,6 +298,15 @@ class _ContinueAsNew(BaseException):
     def __init__(self, input: Any) -> None:
         super().__init__(input)
         self.input = input
+
+
+def _result_refused(exc: NotSerializable, step: str) -> NotSerializable:
+    """``exc`` (refusing a ``Step`` record's payload) told of step ``step``'s result: the path is rooted at
+    ``result`` (``result['items'][2]``) and the reason names the step."""
+    path = exc.path
+    if type(path) is str and path.startswith("payload"):
+        path = "result" + path[len("payload") :]
+    return NotSerializable(exc.value, f"{exc.why} (in the result of step {step!r})", path)
 
 
 class StepContext:
@@ -449,7 +470,10 @@ class Ctx:
         attempts run out, :class:`StepFailed` is raised here.  A body with effects
         starts only once the run's earlier records are durable; a ``read_only``
         body does not wait.  A result that cannot be serialized raises
-        :class:`NotSerializable` here, with nothing recorded.
+        :class:`NotSerializable` here, naming the step and the path inside the
+        result (``result['items'][2]``), with nothing recorded: the body ran, and
+        runs again when the run is resumed (a body runs at least once; ``s.key``
+        is what makes its effect happen once).
 
         Cancel: journal order decides (:meth:`fusee.replay.Machine.next_for`).  A
         cancel recorded while the body ran (or while waiting for a retry) comes
@@ -498,7 +522,10 @@ class Ctx:
                 st.append(r.Attempt(st.run, seq, name, attempt, retry_at, failure))
                 attempt += 1
                 continue
-            st.append(r.Step(st.run, seq, name, attempt, "ok", value))
+            try:
+                st.append(r.Step(st.run, seq, name, attempt, "ok", value))
+            except NotSerializable as exc:  # nothing recorded: name the step, and the path inside its result
+                raise _result_refused(exc, name) from None
             self._settled(seq)  # a cancel recorded while the body ran (before the Step) lands here, as on replay
             return value
 
@@ -703,11 +730,21 @@ def _deliver_send(engine: "Engine", sender: str, rec: r.Send) -> None:
     """Deliver a ``Send`` as a signal to its target (dedup from the sender's id, run and seq); wait till durable.
     A target that does not exist is not an error (the signal is dropped)."""
     shard = shard_of(rec.target, engine.shards)
-    try:
-        lsn = engine._call(shard, ("signal", rec.target, rec.name, rec.payload, send_dedup(sender, rec.run, rec.seq)))
-    except NotFound:
-        return
-    engine._durable(shard, lsn)
+    pause = 0.05
+    while True:
+        try:
+            lsn = engine._call(shard, ("signal", rec.target, rec.name, rec.payload, send_dedup(sender, rec.run, rec.seq)))
+            engine._durable(shard, lsn)
+            return
+        except NotFound:
+            return
+        except StorageError:
+            # the target's disk refused it: the Send is durable, so deliver it again once the disk works
+            # (the target's dedup keeps one); a pause between tries, doubled up to 2 s
+            if engine.closed:
+                raise
+            _e.receive(lambda m: NOMATCH, timeout=pause)
+            pause = min(2.0, pause * 2)
 
 
 class _Parked(BaseException):
@@ -719,12 +756,19 @@ _WAITING = "fusee_waiting"
 _TICK = "fusee_park_tick"
 
 
+_STALLED = "fusee_stalled"  # exit reason (tag, error): a run's write (or its child's) hit a StorageError
+
+
 def _run_main(state: _RunState) -> None:
-    """A run's process: the workflow function, then its ``Done`` (or, parked, nothing)."""
+    """A run's process: the workflow function, then its ``Done`` (or, parked, nothing).  A
+    :class:`StorageError` ends the process with reason ``(_STALLED, error)``, nothing recorded: its
+    shard loads the run again after a pause."""
     try:
         _run_body(state)
     except _Parked:
         pass
+    except StorageError as exc:
+        _e.exit((_STALLED, exc))
 
 
 def _run_body(state: _RunState) -> None:
@@ -751,6 +795,8 @@ def _run_body(state: _RunState) -> None:
         except _ContinueAsNew as c:
             state.engine._call(state.shard, ("continue", state, c.input))
             return
+        except StorageError:
+            raise  # not the workflow's failure: the disk's (see _run_main)
         except Exception as exc:
             if state.determinism is not None:
                 state.fail_unrecorded(state.determinism)

@@ -3,7 +3,10 @@
 A segment is a 4 KiB header block followed by frames (spec §1.7, format 2)::
 
     header = magic "FUSEESEG" version:u32le shard:u32le base_lsn:u64le number:u64le
-             crc:u32le (crc32c of the 32 bytes before it), zero padding to 4096 bytes
+             [size:u64le after:u64le]   (format 3 only: the file's allocated size, and the
+                                         LSN the log holds up to before this segment)
+             crc:u32le (crc32c of the 32 (format 2) or 48 (format 3) bytes before it),
+             zero padding to 4096 bytes
     frame  = len:u32le crc:u32le lsn:u64le batch:u32le body[len]
     crc    = crc32c(lsn ++ batch ++ body)
 
@@ -51,9 +54,10 @@ __all__ = [
 ]
 
 MAGIC = b"FUSEESEG"
-VERSION = 2
+VERSION = 3
 HEADER_SIZE = 4096
 _HEAD = struct.Struct("<8sIIQQ")  # magic version shard base_lsn number (32 bytes)
+_SIZE = struct.Struct("<QQ")  # format 3: the allocated size and ``after``, after those 32 bytes
 _HEAD_CRC = struct.Struct("<I")
 _FRAME = struct.Struct("<IIQI")  # len crc lsn batch (24 bytes)
 _LSN_BATCH = struct.Struct("<QI")
@@ -64,12 +68,25 @@ MAX_BODY = 0xFFFFFFFF
 
 @dataclass(frozen=True, slots=True)
 class Header:
-    """A segment's header block: which shard, the LSN of its first frame, its number."""
+    """A segment's header block: which shard, the LSN of its first frame, its number, and (format 3) the
+    size the file was allocated to and ``after``, the last LSN the log holds before this segment.
+
+    ``after`` is ``base_lsn - 1`` unless a flush failed before this segment was
+    made: the failed batch's LSNs (``after + 1 .. base_lsn - 1``) were never
+    acknowledged and are void, along with any frame of theirs that reached the
+    previous segment.  Both are ``None`` in a format-2 segment."""
 
     shard: int
     base_lsn: int
     number: int
+    size: int | None = None
+    after: int | None = None
     version: int = VERSION
+
+    @property
+    def prior(self) -> int:
+        """The last LSN the log holds before this segment (``after``, or ``base_lsn - 1``)."""
+        return self.base_lsn - 1 if self.after is None else self.after
 
 
 class Frame(NamedTuple):
@@ -98,6 +115,13 @@ def _corrupt(path: str | None, offset: int, why: str) -> Exception:
 def encode_header(h: Header) -> bytes:
     """The 4 KiB header block of ``h``."""
     head = _HEAD.pack(MAGIC, h.version, h.shard, h.base_lsn, h.number)
+    if h.version >= 3:
+        if h.size is None:
+            raise ValueError("a format-3 segment header records its size")
+        after = h.base_lsn - 1 if h.after is None else h.after
+        if not 0 <= after < h.base_lsn:
+            raise ValueError(f"after {after} is not below base_lsn {h.base_lsn}")
+        head += _SIZE.pack(h.size, after)
     block = head + _HEAD_CRC.pack(crc32c(head))
     return block + bytes(HEADER_SIZE - len(block))
 
@@ -107,14 +131,18 @@ def decode_header(data: bytes, path: str | None = None) -> Header:
     if len(data) < HEADER_SIZE:
         raise _corrupt(path, 0, f"segment shorter than its {HEADER_SIZE}-byte header ({len(data)} bytes)")
     magic, version, shard, base_lsn, number = _HEAD.unpack_from(data, 0)
-    (crc,) = _HEAD_CRC.unpack_from(data, _HEAD.size)
     if magic != MAGIC:
         raise _corrupt(path, 0, f"bad segment magic {magic!r}")
-    if crc != crc32c(memoryview(data)[: _HEAD.size]):
-        raise _corrupt(path, 0, "segment header checksum mismatch")
-    if version != VERSION:
+    if version not in (2, 3):
         raise _corrupt(path, 0, f"unsupported segment version {version}")
-    return Header(shard, base_lsn, number, version)
+    covered = _HEAD.size + (_SIZE.size if version == 3 else 0)
+    (crc,) = _HEAD_CRC.unpack_from(data, covered)
+    if crc != crc32c(memoryview(data)[:covered]):
+        raise _corrupt(path, 0, "segment header checksum mismatch")
+    size, after = _SIZE.unpack_from(data, _HEAD.size) if version == 3 else (None, None)
+    if after is not None and after >= base_lsn:
+        raise _corrupt(path, 0, f"segment header says after {after} >= base_lsn {base_lsn}")
+    return Header(shard, base_lsn, number, size, after, version)
 
 
 def encode_frame(lsn: int, batch: int, body: bytes) -> bytes:
@@ -166,17 +194,79 @@ def _later_batch_after(data: memoryview, start: int, limit: int, size: int, next
     whose batch began after ``next_lsn`` belongs to a later batch.  Frames of
     the damaged frame's own batch prove nothing (a torn write may persist
     pages out of order).
+
+    The answer is the first offset whose fields pass :func:`_plausible` and
+    whose frame is checksum-valid.  It is found without looking at every
+    offset: a plausible ``lsn`` lies in ``(next_lsn, next_lsn + most]``, so
+    its high bytes take one of a few values (:func:`_lsn_prefixes`), and only
+    the places where those bytes occur (``bytes.find``, in C) are candidates;
+    a candidate whose ``lsn`` is zero sits in a run of zeros, and every offset
+    whose ``lsn`` lies inside that run is skipped at once.
     """
-    lsn_at = _LSN_BATCH.unpack_from
-    for off in range(start, min(limit, size - FRAME_HEADER + 1)):
-        lsn, batch = lsn_at(data, off + 8)
-        if lsn <= next_lsn or batch > lsn or lsn - batch <= next_lsn:
-            continue
-        if lsn - next_lsn > (limit - start) // FRAME_HEADER:
-            continue  # cannot be that many frames in what is left
-        if _frame_at(data, off, size) is not None:
-            return off
-    return None
+    stop = min(limit, size - FRAME_HEADER + 1)  # candidate offsets: [start, stop)
+    most = (limit - start) // FRAME_HEADER  # a later frame is at most this many LSNs on
+    if start >= stop or most < 1 or next_lsn >= _U64:
+        return None
+    buf = data.tobytes()
+    unpack = _LSN_BATCH.unpack_from
+    best = stop  # the first valid offset found so far (stop: none)
+    for low, prefix in _lsn_prefixes(next_lsn + 1, min(next_lsn + most, _U64), _PREFIX_CHOICES):
+        # ``prefix`` is the lsn field's bytes from its ``low``-th: at offset off + 8 + low
+        shift = 8 + low
+        width = len(prefix)
+        zero = not prefix.strip(b"\0")
+        q = start + shift
+        end = best + 15  # the lsn field of an offset before ``best`` ends by best - 1 + 16
+        while True:
+            q = buf.find(prefix, q, end)
+            if q < 0:
+                break
+            off = q - shift
+            lsn, batch = unpack(buf, off + 8)
+            if _plausible(lsn, batch, next_lsn, most):
+                if _frame_at(data, off, size) is not None:
+                    best = off
+                    break
+            elif zero and lsn == 0:
+                # bytes off+8 .. q+width are zero: so is the lsn of every offset whose lsn ends in this run
+                q = _zeros_end(buf, q + width) - width + 1
+                continue
+            q += 1
+    return best if best < stop else None
+
+
+_U64 = (1 << 64) - 1
+#: How many values the lsn's high bytes may take before a shorter prefix is searched for.
+_PREFIX_CHOICES = 8
+
+
+def _plausible(lsn: int, batch: int, next_lsn: int, most: int) -> bool:
+    """Whether a frame with ``lsn`` and ``batch`` could be one of a batch later than ``next_lsn``'s,
+    at most ``most`` LSNs on (the frames that fit in what is left): the checks before any checksum."""
+    return next_lsn < lsn and batch <= lsn and lsn - batch > next_lsn and lsn - next_lsn <= most
+
+
+def _lsn_prefixes(lo: int, hi: int, choices: int) -> list[tuple[int, bytes]]:
+    """``(low, prefix)`` pairs: every u64 in ``[lo, hi]`` has, from its ``low``-th little-endian byte
+    on, one of the ``prefix`` bytes; ``low`` is the least for which at most ``choices`` prefixes do
+    (8, with the one empty prefix, when none does)."""
+    for low in range(8):
+        first, last = lo >> (8 * low), hi >> (8 * low)
+        if last - first < choices:
+            return [(low, v.to_bytes(8 - low, "little")) for v in range(first, last + 1)]
+    return [(8, b"")]
+
+
+_ZERO_BLOCKS = tuple(bytes(1 << i) for i in range(16, -1, -1))
+
+
+def _zeros_end(buf: bytes, pos: int) -> int:
+    """The first offset at or after ``pos`` whose byte is not zero (``len(buf)`` if none)."""
+    for block in _ZERO_BLOCKS:
+        step = len(block)
+        while buf.startswith(block, pos):
+            pos += step
+    return pos
 
 
 def scan(data: bytes | bytearray | memoryview, path: str | None = None) -> Scan:

@@ -21,9 +21,10 @@ from .errors import (
     Error,
     Failed,
     NotFound,
+    StorageError,
     Terminated,
 )
-from .replay import CHILD, Machine
+from .replay import CHILD, History, Machine
 from .workflow import _WAKE, IdPolicy, Workflow
 from .run import (
     _CHILD_DONE,
@@ -36,6 +37,7 @@ from .run import (
     _children_to_close,
     _close_children,
     _origin_of,
+    _STALLED,
     _run_main,
     _same_parent,
     _same_parent_run,
@@ -44,6 +46,11 @@ from .run import (
 
 if TYPE_CHECKING:
     from .engine import Engine
+
+_VOID = "fusee_void"  # (tag, lo, hi, error): the journal voided this shard's LSNs lo..hi (a failed write)
+_RETRY = "fusee_storage_retry"  # (tag,): the pause after a storage failure is over: load the runs again
+_BACKOFF_FIRST = 0.05  # seconds before runs are loaded again after a storage failure; doubled while it fails
+_BACKOFF_MAX = 2.0
 
 # -- the shard server --------------------------------------------------------------------
 
@@ -74,6 +81,11 @@ class _ShardServer(_gs.GenServer):
         self.timer_at: float | None = None
         self.parks = 0
         self.loads = 0
+        # storage failures: runs to load again once the pause is over (their process hit a StorageError)
+        self.stalled: list[_RunState] = []
+        self.backoff = 0.0  # the current pause (0: no failure lately)
+        self.retry_armed = False
+        self.rollbacks = 0
 
     def init(self) -> Any:
         for st in self._recovered:
@@ -99,10 +111,15 @@ class _ShardServer(_gs.GenServer):
             if st.status != RUNNING or st.pid is not None or st.parked:
                 continue
             self._spawn(st)
-            sends = st.machine.history.sends
-            if sends:
-                engine, sender = self.engine, st.id
-                _e.spawn(lambda sends=sends: [_deliver_send(engine, sender, s) for s in sends], dispatcher=self.home)
+            self._redeliver(st)
+
+    def _redeliver(self, st: _RunState) -> None:
+        """Deliver ``st``'s ``Send`` records again (their targets deduplicate), in a process of their own:
+        a ``Send`` replays to nothing, so whatever lost its delivery (a crash, a failed write) is made good."""
+        sends = st.machine.history.sends
+        if sends:
+            engine, sender = self.engine, st.id
+            _e.spawn(lambda: [_deliver_send(engine, sender, s) for s in sends], dispatcher=self.home)
 
     def _deliver(self, st: _RunState, rec: Any) -> int:
         """Record ``rec`` (a Signal, Cancel or ChildDone) in running run ``st`` and wake it: every wake-up of a
@@ -197,7 +214,85 @@ class _ShardServer(_gs.GenServer):
         elif msg == _TICK:
             self.timer_at = None
             self._park_tick()
+        elif type(msg) is tuple and len(msg) == 4 and msg[0] == _VOID:
+            self._rollback(msg[1], msg[3])
+        elif msg == (_RETRY,):
+            self._retry()
         return ("noreply", state)
+
+    # -- storage failures
+
+    def _rollback(self, lo: int, error: StorageError) -> None:
+        """A failed write voided every record of this shard from LSN ``lo`` on (the journal refuses appends
+        meanwhile): stop every run process, bring each run back to what its durable records say, accept
+        appends again (a write succeeds as soon as the disk does), and load the runs after a pause.
+
+        A run whose ``Start`` was voided never existed: it ends in memory with
+        ``error`` (its waiters are told) and its ID is free again.  A run whose
+        ``Done`` was voided runs again.  Step bodies whose ``Step`` was voided
+        run again (a step runs at least once).
+        """
+        self.rollbacks += 1
+        self._stop_runs()
+        kept: list[_RunState] = []
+        for st in self.all:
+            recs = st.machine.history.records
+            if recs and recs[0][0] >= lo:  # its Start never reached the disk
+                st.pid = None
+                st.fail_unrecorded(error)
+                continue
+            if recs and recs[-1][0] >= lo:
+                h = History()
+                for lsn, rec in recs:
+                    if lsn < lo:
+                        h.add(rec, lsn)
+                st.machine = Machine(h)
+                if st.status != RUNNING and st.done_lsn >= lo:  # its end never reached the disk
+                    st.status, st.outcome, st.done_lsn, st.finished = RUNNING, None, 0, None
+            elif st.status == RUNNING:
+                st.machine = Machine(st.machine.history)
+            if st.status == RUNNING:
+                st.pid = None
+                st.queries = {}
+                st.parking = st.parked = st.wake_pending = False
+                st.waiting_since = st.wake_at = None
+            kept.append(st)
+        self.all = kept
+        self.runs = {}
+        for st in kept:
+            self.runs[st.id] = st  # in start order: the latest run of each ID
+        self.live.clear()
+        self.waiting.clear()
+        self.wakeups = []
+        self.stalled = [st for st in kept if st.status == RUNNING]
+        self.engine._journal.resume(self.shard)
+        self._arm_retry()
+
+    def _arm_retry(self) -> None:
+        """Have :meth:`_retry` run after the pause (doubled from the last, up to ``_BACKOFF_MAX``)."""
+        if self.retry_armed:
+            return
+        self.backoff = min(_BACKOFF_MAX, self.backoff * 2) if self.backoff else _BACKOFF_FIRST
+        self.retry_armed = True
+        _timer.send_after(self.backoff, _e.self(), (_RETRY,))
+
+    def _retry(self) -> None:
+        """The pause is over: load the stalled runs again (a run whose write fails again stalls again, with a
+        longer pause).  A run's ``continued`` end whose next run was lost starts it."""
+        self.retry_armed = False
+        stalled, self.stalled = self.stalled, []
+        if not stalled:
+            self.backoff = 0.0
+        for st in list(self.runs.values()):
+            if st.status == "continued" and self.runs.get(st.id) is st:
+                try:
+                    self._continue(st, st.outcome[1])  # type: ignore[index]
+                except StorageError:
+                    pass  # voided again: the rollback that follows arms the next retry
+        for st in stalled:
+            if st.status == RUNNING and st.pid is None and not st.parked:
+                self._spawn_again(st)
+                self._redeliver(st)  # a delivery this run was making may have been voided with its process
 
     # -- parking (decisions: fusee.parking)
 
@@ -365,6 +460,13 @@ class _ShardServer(_gs.GenServer):
             return
         self.live.discard(st)
         if st.status != RUNNING:
+            return
+        if type(reason) is tuple and len(reason) == 2 and reason[0] == _STALLED:
+            # a write of its (or a child's) shard failed: load it again after a pause, nothing recorded
+            st.pid = None
+            st.waiting_since = st.wake_at = None
+            self.stalled.append(st)
+            self._arm_retry()
             return
         done = st.machine.done
         if done is not None:

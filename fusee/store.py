@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from . import segment as _seg
 from .crc32c import crc32c
-from .journal import _fsync_dir
+from .disk import DISK, Disk
 
 __all__ = ["Checkpoint", "encode", "decode", "write", "load", "NAMES"]
 
@@ -98,22 +98,13 @@ def decode(data: bytes) -> Checkpoint:
 
 
 
-def write(directory: str, cp: Checkpoint) -> None:
-    """Write both copies of ``cp`` into ``directory``, each atomically (temp file, fsync, rename, fsync dir)."""
+def write(directory: str, cp: Checkpoint, disk: Disk = DISK) -> None:
+    """Write both copies of ``cp`` into ``directory``, each atomically (temp file, fsync, rename, fsync dir).
+
+    An ``OSError`` leaves no ``.tmp`` file; each copy is then the old one or the new one, whole."""
     data = encode(cp)
     for name in NAMES:
-        final = os.path.join(directory, name)
-        tmp = final + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, final)
-        _fsync_dir(directory)
+        disk.write_atomically(os.path.join(directory, name), data)
 
 
 def load(directory: str, shard: int) -> Checkpoint | None:

@@ -15,10 +15,14 @@
 * :func:`crash_everywhere` — reruns a scenario with a crash injected right
   after each record becomes durable, and checks that it ends with the same
   result and that no step body ran again once its ``Step`` record was durable.
+* :class:`FaultyDisk` — a :class:`fusee.disk.Disk` (``Engine.open(..., disk=)``)
+  that fails chosen calls with ``ENOSPC`` or ``EIO``: the Nth write, sync,
+  allocation or rename, or every one while the disk is "full".
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -30,10 +34,20 @@ from ensemble import NOMATCH, TIMEOUT
 from gevent import monkey as _monkey
 
 from . import records as _r
+from .disk import OPS, Disk
 from .engine import Clock, Engine, IdPolicy, Run, Workflow
 from .run import _takes_step_context
 
-__all__ = ["VirtualClock", "TestEngine", "CrashReport", "Trial", "crash_everywhere", "wait_until", "parked_memory"]
+__all__ = [
+    "VirtualClock",
+    "TestEngine",
+    "CrashReport",
+    "Trial",
+    "crash_everywhere",
+    "wait_until",
+    "parked_memory",
+    "FaultyDisk",
+]
 
 _allocate_lock = _monkey.get_original("_thread", "allocate_lock")
 _WAKE = "fusee_wake"
@@ -634,3 +648,84 @@ def parked_memory(n: int, shards: int = 4, trace_memory: bool = True) -> dict[st
         out["bytes_per_loaded_run"] = (loaded - empty) / n if n else 0.0
         out["bytes_per_parked_run"] = (parked - empty) / n if n else 0.0
     return out
+
+
+# -- a disk that fails -----------------------------------------------------------------------
+
+
+class FaultyDisk(Disk):
+    """A :class:`fusee.disk.Disk` that fails chosen operations (:data:`fusee.disk.OPS`) with an ``OSError``.
+
+    ``fail_at(op, n, errno)`` fails the ``n``-th call of ``op`` from now (1: the
+    next), once; ``fail_all(errno, ops)`` fails every call of ``ops`` until
+    :meth:`heal`.  ``calls[op]`` counts the calls made (failed ones included),
+    so a test can first count a scenario's calls and then fail each one in turn.
+    Thread-safe: journals call it from their shards' carriers.
+    """
+
+    def __init__(self) -> None:
+        self._lock = _allocate_lock()
+        self.calls: dict[str, int] = {op: 0 for op in OPS}
+        self._once: dict[tuple[str, int], int] = {}
+        self._always: tuple[int, frozenset[str]] | None = None
+        self.failed: list[tuple[str, int]] = []  # (op, errno) of each injected failure, in order
+
+    def fail_at(self, op: str, n: int, errno: int) -> None:
+        """Fail the ``n``-th call of ``op`` from now (1: the next one) with ``errno``, once."""
+        if op not in OPS:
+            raise ValueError(f"op is one of {OPS}, not {op!r}")
+        with self._lock:
+            self._once[(op, self.calls[op] + n)] = errno
+
+    def fail_all(self, errno: int, ops: Iterable[str] = OPS) -> None:
+        """Fail every call of ``ops`` with ``errno`` until :meth:`heal`."""
+        self._always = (errno, frozenset(ops))
+
+    def heal(self) -> None:
+        """Stop failing (scheduled one-off failures are dropped too)."""
+        with self._lock:
+            self._always = None
+            self._once.clear()
+
+    def _check(self, op: str, what: str, torn: Callable[[], Any] | None = None) -> None:
+        """Count a call of ``op``; raise if it is to fail (after ``torn()``: a failed write writes half)."""
+        with self._lock:
+            self.calls[op] += 1
+            code = self._once.pop((op, self.calls[op]), None)
+            always = self._always
+            if code is None and always is not None and op in always[1]:
+                code = always[0]
+            if code is not None:
+                self.failed.append((op, code))
+        if code is not None:
+            if torn is not None:
+                torn()
+            raise OSError(code, f"{os.strerror(code)} (injected: {op} #{self.calls[op]})", what)
+
+    def write(self, fd: int, data: Any) -> None:
+        self._check("write", f"fd {fd}", lambda: super(FaultyDisk, self).write(fd, memoryview(data)[: len(data) // 2]))
+        super().write(fd, data)
+
+    def pwrite(self, fd: int, data: bytes, offset: int) -> None:
+        self._check("write", f"fd {fd}", lambda: super(FaultyDisk, self).pwrite(fd, data[: len(data) // 2], offset))
+        super().pwrite(fd, data, offset)
+
+    def fdatasync(self, fd: int) -> None:
+        self._check("fdatasync", f"fd {fd}")
+        super().fdatasync(fd)
+
+    def fsync(self, fd: int) -> None:
+        self._check("fsync", f"fd {fd}")
+        super().fsync(fd)
+
+    def allocate(self, fd: int, size: int) -> None:
+        self._check("allocate", f"fd {fd}")
+        super().allocate(fd, size)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._check("rename", dst)
+        super().rename(src, dst)
+
+    def mkdir(self, path: str) -> None:
+        self._check("mkdir", path)
+        super().mkdir(path)

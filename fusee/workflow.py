@@ -56,8 +56,7 @@ class Workflow:
     def __init__(self, name: str, version: int, fn: Callable[..., Any]) -> None:
         if type(name) is not str or not name:
             raise TypeError(f"a workflow's name is a non-empty str, not {name!r}")
-        if type(version) is not int or version < 0:
-            raise TypeError(f"a workflow's version is an int >= 0, not {version!r}")
+        Workflow._check_version(version)
         if not callable(fn):
             raise TypeError(f"a workflow is a function fn(ctx, input), not {fn!r}")
         self.name = name
@@ -65,6 +64,11 @@ class Workflow:
         self.fn = fn
         self.__wrapped__ = fn
         self.__doc__ = getattr(fn, "__doc__", None)
+
+    @staticmethod
+    def _check_version(version: Any) -> None:
+        if type(version) is not int or version < 0:
+            raise TypeError(f"a workflow's version is an int >= 0, not {version!r}")
 
     def __call__(self, ctx: "Ctx", input: Any) -> Any:
         return self.fn(ctx, input)
@@ -74,12 +78,16 @@ class Workflow:
 
 
 def workflow(
-    name: str,
+    name: Any = None,
     version: int = 1,
     concurrency: int | None = None,
     key: Callable[[Any], Any] | None = None,
-) -> Callable[[Callable[..., Any]], Workflow]:
+) -> Any:
     """Decorate ``def fn(ctx, input)`` as the workflow type ``name`` at ``version``.
+
+    Works bare, ``@fusee.workflow`` (the type's name is ``fn.__qualname__``, version 1),
+    and with arguments, ``@fusee.workflow("checkout", version=2)`` or
+    ``@fusee.workflow(version=2)`` (``name`` None: ``fn.__qualname__`` again).
 
     ``concurrency``: at most that many runs of the type at once (of one key, with ``key(input)``
     giving a run's key, a str or int); the others wait in start order, ``queued``
@@ -89,14 +97,27 @@ def workflow(
         raise ValueError(f"concurrency is None or an int >= 1, not {concurrency!r}")
     if key is not None and (concurrency is None or not callable(key)):
         raise ValueError("key= is a function of the input, and needs concurrency=")
+    if name is not None and type(name) is not str:
+        if callable(name):  # bare: @fusee.workflow
+            return _define(name, None, version, concurrency, key)
+        raise TypeError(f"a workflow's name is a non-empty str (or None: the function's name), not {name!r}")
+    if name is not None and not name:
+        raise TypeError("a workflow's name is a non-empty str (or None: the function's name), not ''")
+    Workflow._check_version(version)
+    return lambda fn: _define(fn, name, version, concurrency, key)
 
-    def define(fn: Callable[..., Any]) -> Workflow:
-        wf = Workflow(name, version, fn)
-        wf.concurrency = concurrency
-        wf.key = key
-        return wf
 
-    return define
+def _define(
+    fn: Callable[..., Any], name: str | None, version: int, concurrency: int | None, key: Any
+) -> Workflow:
+    if name is None:
+        name = getattr(fn, "__qualname__", None)
+        if type(name) is not str or not name:
+            raise TypeError(f"{fn!r} has no __qualname__ to name its workflow: give the name, @fusee.workflow(\"name\")")
+    wf = Workflow(name, version, fn)
+    wf.concurrency = concurrency
+    wf.key = key
+    return wf
 
 
 @dataclass(frozen=True, slots=True)

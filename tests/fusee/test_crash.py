@@ -387,11 +387,12 @@ def _originals(closed_dir: str) -> tuple[dict[str, child.RunState], dict[str, An
     return original, results
 
 
-def test_truncated_last_segment_recovers_a_torn_tail_or_names_the_damage(closed_dir, tmp_path):
+def test_a_truncated_segment_is_refused_naming_the_file_and_the_cut(closed_dir, tmp_path):
+    """Segments are preallocated to the size their header records: a cut anywhere (in the header, in the
+    frames, exactly at a frame, past the last frame, or to nothing) is refused, never read as a torn tail."""
     rng = random.Random(1234)
     original, results = _originals(closed_dir)
     shards = _shard_files(closed_dir)
-    outcomes = []
     child.set_side_file(None, "trunc")
     for trial in range(10):
         shard = rng.choice(sorted(s for s, scans in shards.items() if any(sc.frames for _, sc in scans)))
@@ -403,24 +404,18 @@ def test_truncated_last_segment_recovers_a_torn_tail_or_names_the_damage(closed_
             cut = rng.randrange(1, seg.HEADER_SIZE)  # inside the header
         elif trial == 1:
             cut = sc.frames[-1].offset  # exactly at the last frame: the whole last record gone
+        elif trial == 2:
+            cut = end + 1  # past the last frame
+        elif trial == 3:
+            cut = 0  # emptied
         else:
             cut = rng.randrange(seg.HEADER_SIZE, end)
         root = str(tmp_path / f"t{trial}")
         copy = _copy_with(closed_dir, root, p)
         os.truncate(copy, cut)
-        lost = [fr for fr in sc.frames if fr.offset + seg.FRAME_HEADER + len(fr.body) > cut]
         what = f"trial {trial}: shard {shard} {os.path.basename(p)} cut at {cut}"
-        # Nothing follows a truncation in its segment: it is acknowledged damage only if a later
-        # segment exists (its base LSN shows the gap); a cut header is damage in any case.
-        expected: tuple[str, int] | None = None
-        if cut < seg.HEADER_SIZE:
-            expected = (copy, 0)
-        elif index + 1 < len(scans):
-            expected = (copy, lost[0].offset)
-        outcomes.append(_reopen(root, shard, lost[0].lsn, expected, what, original, results))
-    if os.environ.get("CRASH_STATS"):
-        print(f"\ntruncations: {outcomes}")
-    assert "recovered" in outcomes and "corrupt" in outcomes
+        expected = (copy, 0) if cut < seg.HEADER_SIZE else (copy, cut)
+        assert _reopen(root, shard, 0, expected, what, original, results) == "corrupt"
 
 
 def test_bit_flips_in_acknowledged_frames_are_refused_with_file_and_offset(closed_dir, tmp_path):

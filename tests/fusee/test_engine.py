@@ -506,7 +506,7 @@ def test_not_serializable_is_raised_at_the_call_with_nothing_recorded(opener):
     with pytest.raises(fusee.NotSerializable):
         engine.signal("good", "go", object())
     assert before == kinds(engine, "good")
-    assert "payload" == engine.execute(bad_value, "bv", None)
+    assert "result" == engine.execute(bad_value, "bv", None)  # the path inside the step's result
     assert ["start", "done"] == kinds(engine, "bv")
 
 

@@ -23,6 +23,10 @@ from fusee.errors import (
     Terminated,
     TimedOut,
     UnknownWorkflow,
+    Locked,
+    WrongLayout,
+    StorageFull,
+    StorageFailed,
     failure_of,
 )
 
@@ -41,6 +45,10 @@ CASES = [
     (NotSerializable, ({1, 2}, "a set", "input['items'][2]"), ("value", "why", "path"), "not_serializable"),
     (ChildFailed, ("pay-1", {"type": "KeyError", "message": "'x'"}, "failed"), ("id", "failure", "status"), "child_failed"),
     (TimedOut, (1700000000.0,), ("deadline",), "timed_out"),
+    (Locked, ("/data", 4242), ("path", "pid"), "locked"),
+    (WrongLayout, ("/data", "it was made with shards=4"), ("path", "why"), "wrong_layout"),
+    (StorageFull, ("writing", "/data/shard-0/3.seg", 28, "No space left on device"), ("op", "path", "errno", "why"), "storage_full"),
+    (StorageFailed, ("writing", "/data/shard-0/3.seg", 5, "Input/output error"), ("op", "path", "errno", "why"), "storage_failed"),
 ]
 
 

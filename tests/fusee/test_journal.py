@@ -126,13 +126,14 @@ def test_every_open_starts_a_fresh_segment(tmp_path):
 
 
 def test_trailing_segment_without_records_is_replaced(tmp_path):
-    """An open that wrote nothing leaves a segment the next open deletes and renumbers."""
+    """An open that wrote nothing leaves a segment the next open deletes once HEAD names a newer one;
+    numbers are never reused."""
     path = str(tmp_path)
     with Journal.open(path, 1, segment_size=SMALL) as j:
         write(j, 0, [b"x"])
     for _ in range(3):
         Journal.open(path, 1, segment_size=SMALL).close()
-    assert ["1.seg", "2.seg"] == seg_files(path)
+    assert ["1.seg", "4.seg"] == seg_files(path)
 
 
 def test_preallocated_segment_size_is_constant_across_flushes(tmp_path):
@@ -156,7 +157,8 @@ def test_torn_last_batch_is_dropped_on_recovery(tmp_path):
     f = os.path.join(path, "shard-0", "1.seg")
     with open(f, "r+b") as fh:
         end = seg.scan(fh.read()).end
-        fh.truncate(end - 3)  # a torn write: the tail of the last frame never reached the disk
+        fh.seek(end - 3)
+        fh.write(bytes(3))  # a torn write: the tail of the last frame never reached the disk
     with Journal.open(path, 1, segment_size=SMALL) as j:
         first = j.recovered(0)
         write(j, 0, [b"after"])

@@ -139,7 +139,7 @@ def _fits(key, v):
         return v in (-1, "nope") and type(v) is not bool
     if key in ("name", "id", "wtype", "by", "target"):
         return type(v) is str
-    if key in ("started", "retry_at", "fire_at", "deadline", "finished") or (key == "deadline" and v is None):
+    if key in ("started", "retry_at", "fire_at", "deadline", "finished", "at") or (key == "deadline" and v is None):
         return type(v) in (int, float)
     return False
 

@@ -19,7 +19,7 @@ batches_st = st.lists(bodies, min_size=1, max_size=5)
 
 def build(batches: list[list[bytes]], base: int = BASE, pad: int = 0) -> tuple[bytes, list[int]]:
     """A segment holding ``batches`` from ``base``, then ``pad`` zero bytes; and each batch's start offset."""
-    out = bytearray(seg.encode_header(seg.Header(shard=3, base_lsn=base, number=2)))
+    out = bytearray(seg.encode_header(seg.Header(shard=3, base_lsn=base, number=2, size=1 << 20)))
     starts = []
     lsn = base
     for b in batches:
@@ -60,7 +60,7 @@ def test_batch_is_consecutive_frames_with_distances():
 
 def test_header_round_trips_in_one_block():
     """The header block is 4 KiB and decodes to what was encoded."""
-    h = seg.Header(shard=1, base_lsn=42, number=9)
+    h = seg.Header(shard=1, base_lsn=42, number=9, size=1 << 20, after=41)
     block = seg.encode_header(h)
     assert (4096, h) == (len(block), seg.decode_header(block))
 
@@ -177,7 +177,7 @@ def test_body_ending_in_zero_bytes_survives_the_zero_fill():
 
 def test_frame_out_of_lsn_sequence_is_corrupt():
     """A checksum-valid frame at the wrong LSN raises Corrupt at its offset."""
-    head = seg.encode_header(seg.Header(0, 1, 1))
+    head = seg.encode_header(seg.Header(0, 1, 1, 1 << 20))
     first = seg.encode_frame(1, 0, b"a")
     data = head + first + seg.encode_frame(3, 0, b"b")
     with pytest.raises(Corrupt) as info:

@@ -1,0 +1,113 @@
+"""The file operations fusee's storage makes, one method each: the seam where tests inject faults.
+
+The journal, the checkpoint store and the data directory's files go through a
+:class:`Disk` (``Engine.open(..., disk=)``; by default :data:`DISK`, plain
+``os`` calls).  :class:`fusee.testing.FaultyDisk` fails the Nth call of an
+operation with ``ENOSPC`` or ``EIO``, so every failure point of a scenario can
+be tried deterministically.  Every method raises ``OSError`` as ``os`` does.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["Disk", "DISK", "OPS"]
+
+#: The operations a :class:`Disk` makes that can fail with a full or failing disk.
+OPS = ("write", "fdatasync", "fsync", "allocate", "rename", "mkdir")
+
+
+class Disk:
+    """Plain ``os`` file operations (subclass to inject faults; see :data:`OPS`)."""
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        """``os.open``."""
+        return os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
+
+    def close(self, fd: int) -> None:
+        """``os.close``."""
+        os.close(fd)
+
+    def write(self, fd: int, data: bytes | memoryview) -> None:
+        """Write all of ``data`` at the file position (short writes continue)."""
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+
+    def pwrite(self, fd: int, data: bytes, offset: int) -> None:
+        """Write all of ``data`` at ``offset``."""
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(fd, view, offset)
+            view = view[n:]
+            offset += n
+
+    def fdatasync(self, fd: int) -> None:
+        """``os.fdatasync``."""
+        os.fdatasync(fd)
+
+    def fsync(self, fd: int) -> None:
+        """``os.fsync``."""
+        os.fsync(fd)
+
+    def allocate(self, fd: int, size: int) -> None:
+        """Give the file ``size`` bytes of allocated space (``posix_fallocate``, else ``ftruncate``)."""
+        if hasattr(os, "posix_fallocate"):
+            try:
+                os.posix_fallocate(fd, 0, size)
+                return
+            except OSError as exc:
+                if exc.errno not in _UNSUPPORTED:
+                    raise
+        os.ftruncate(fd, size)
+
+    def rename(self, src: str, dst: str) -> None:
+        """``os.replace``: atomically put ``src`` at ``dst``."""
+        os.replace(src, dst)
+
+    def unlink(self, path: str) -> None:
+        """``os.unlink``; a file already gone is fine."""
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    def mkdir(self, path: str) -> None:
+        """``os.makedirs(path, exist_ok=True)``."""
+        os.makedirs(path, exist_ok=True)
+
+    def fsync_dir(self, path: str) -> None:
+        """Make ``path``'s entries (files created, renamed, deleted) durable."""
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            self.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def write_atomically(self, path: str, data: bytes) -> None:
+        """Replace file ``path`` by ``data`` all or nothing: a ``.tmp`` file written and synced, renamed,
+        its directory synced.  On any failure the ``.tmp`` file is removed and the old file is untouched."""
+        tmp = path + ".tmp"
+        try:
+            fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            try:
+                self.write(fd, data)
+                self.fsync(fd)
+            finally:
+                os.close(fd)
+            self.rename(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        self.fsync_dir(os.path.dirname(path) or ".")
+
+
+import errno as _errno  # noqa: E402
+
+_UNSUPPORTED = (_errno.EOPNOTSUPP, getattr(_errno, "ENOTSUP", _errno.EOPNOTSUPP), _errno.EINVAL, _errno.ENOSYS)
+
+#: The plain disk.
+DISK = Disk()
