@@ -380,7 +380,19 @@ def failure_of(exc: BaseException) -> dict[str, str]:
         message = str(exc)
     except Exception:  # a broken __str__ must not hide the failure
         message = object.__repr__(exc)
-    return {"type": type(exc).__qualname__, "message": message}
+    return {"type": _recordable(type(exc).__qualname__), "message": _recordable(message)}
+
+
+def _recordable(text: Any) -> str:
+    """``text`` as a str the journal can hold: lone surrogates (a ``surrogateescape``d file name) are
+    written as ``\\udcxx`` escapes, so the failure is recorded instead of refused."""
+    if type(text) is not str:
+        text = str(text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def _shown(failure: Any) -> str:

@@ -153,3 +153,14 @@ def test_failure_of_survives_a_broken_str():
 def test_all_lists_public_names():
     """Every name in __all__ exists."""
     assert [] == [n for n in errors.__all__ if not hasattr(errors, n)]
+
+
+def test_a_failure_with_lone_surrogates_is_recordable():
+    """An exception whose message holds a lone surrogate (a surrogateescape'd file name) still gives a
+    failure the journal can hold: the surrogate is written as an escape."""
+    from fusee import records
+
+    name = b"caf\xe9.txt".decode("utf-8", "surrogateescape")
+    failure = errors.failure_of(FileNotFoundError(f"no {name}"))
+    assert failure == {"type": "FileNotFoundError", "message": "no caf\\udce9.txt"}
+    records.encode_record(records.Done(1, "failed", 0.0, failure))  # would raise NotSerializable before
