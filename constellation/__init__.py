@@ -87,7 +87,7 @@ def start(
     ``strategy``: how buffered events go to subscriptions (:func:`demand`,
     :func:`broadcast`, :func:`partition`, :func:`custom`).
     ``buffer_capacity``: the most events the stage may hold undelivered
-    (None: unlimited); a push that would exceed it is rejected whole with
+    (None: unlimited, else an int > 0: :func:`constellation.core.check_buffer_capacity`); a push that would exceed it is rejected whole with
     :class:`BufferCapacityExceeded`.  ``call_timeout``: seconds every call
     waits before raising :class:`StageTimeout` (a timed-out call may still
     complete).  ``reporter``: called with each :class:`telemetry.Event` in a

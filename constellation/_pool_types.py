@@ -1,7 +1,10 @@
 """The worker pool's values: configuration and its validation, identities, events, snapshot, errors.
 
 Pure data (no process is touched here); :mod:`constellation.worker_pool`
-re-exports every public name.
+re-exports every public name.  :class:`ConfigError` and
+:class:`InvalidBufferCapacity` (and the buffer-capacity rule) are the core's,
+shared with the stage; ``InvalidSize``, ``InvalidPrefetch`` and
+``InvalidTimeout`` are the pool's own.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from .core import StageError
+from .core import ConfigError, StageError, check_buffer_capacity
+from .core import InvalidBufferCapacity as InvalidBufferCapacity  # re-exported by worker_pool
 
 DEFAULT_TIMEOUT = 5.0
 
@@ -25,7 +29,8 @@ class Config:
 
     ``timeout`` (seconds) bounds every call, the pool's start, source supplies
     and the supervisor's shutdown wait; ``buffer_capacity`` bounds undelivered
-    events (None: unlimited); ``reporter`` gets the lifecycle :data:`Event` s;
+    events (None: unlimited, else an int > 0:
+    :func:`constellation.core.check_buffer_capacity`); ``reporter`` gets the lifecycle :data:`Event` s;
     ``dispatcher`` is where the workers run.
     """
 
@@ -93,23 +98,6 @@ def with_dispatcher(config: Config, dispatcher: str) -> Config:
     return replace(config, dispatcher=dispatcher)
 
 
-class ConfigError(ValueError):
-    """Invalid pool settings; ``value`` is the offending one."""
-
-    def __init__(self, value: Any) -> None:
-        super().__init__(f"{type(self).__name__}({value!r})")
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and _same(self.value, other.value)  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(type(self))
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.value!r})"
-
-
 class InvalidSize(ConfigError):
     """``size`` is not an int > 0."""
 
@@ -120,17 +108,6 @@ class InvalidPrefetch(ConfigError):
 
 class InvalidTimeout(ConfigError):
     """``timeout`` is not a finite number of seconds > 0."""
-
-
-class InvalidBufferCapacity(ConfigError):
-    """``buffer_capacity`` is neither None nor an int > 0."""
-
-
-def _same(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - an odd __eq__ means "not the same"
-        return False
 
 
 def _is_count(x: Any) -> bool:
@@ -146,9 +123,7 @@ def validate(config: Config) -> Config:
     t = config.timeout
     if type(t) not in (int, float) or not math.isfinite(t) or t <= 0:
         raise InvalidTimeout(t)
-    c = config.buffer_capacity
-    if c is not None and not _is_count(c):
-        raise InvalidBufferCapacity(c)
+    check_buffer_capacity(config.buffer_capacity)
     return config
 
 

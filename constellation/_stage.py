@@ -18,6 +18,7 @@ import ensemble as e
 from ensemble import CallError, gen_server
 
 from . import _notifier, core, runtime
+from .core import InvalidBufferCapacity as InvalidBufferCapacity  # the core's rule and error
 from .telemetry import Event
 
 __all__ = ["Stage", "StageUnavailable", "StageTimeout", "InvalidCallTimeout", "InvalidBufferCapacity", "start"]
@@ -52,14 +53,6 @@ class InvalidCallTimeout(ValueError):
     def __init__(self, timeout: Any) -> None:
         super().__init__(f"the call timeout must be positive, not {timeout!r}")
         self.timeout = timeout
-
-
-class InvalidBufferCapacity(ValueError):
-    """The buffer capacity must be a positive int (or None for unlimited)."""
-
-    def __init__(self, capacity: Any) -> None:
-        super().__init__(f"the buffer capacity must be a positive int or None, not {capacity!r}")
-        self.capacity = capacity
 
 
 # --------------------------------------------------------------------------
@@ -178,10 +171,7 @@ def start(
     """Start a stage process (unlinked) and answer its :class:`Stage`; see :func:`constellation.start`."""
     if isinstance(call_timeout, bool) or not isinstance(call_timeout, (int, float)) or not call_timeout > 0:
         raise InvalidCallTimeout(call_timeout)
-    if buffer_capacity is not None and (
-        isinstance(buffer_capacity, bool) or not isinstance(buffer_capacity, int) or buffer_capacity <= 0
-    ):
-        raise InvalidBufferCapacity(buffer_capacity)
+    core.check_buffer_capacity(buffer_capacity)  # before the reporter check, as documented
     if reporter is not None and not callable(reporter):
         raise TypeError(f"a reporter must be callable, not {reporter!r}")
     rt = runtime.new(strategy, buffer_capacity)

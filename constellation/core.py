@@ -73,6 +73,9 @@ __all__ = [
     "DuplicateSubscription",
     "SubscriptionCancelled",
     "BufferCapacityExceeded",
+    "ConfigError",
+    "InvalidBufferCapacity",
+    "check_buffer_capacity",
     "Subscription",
     "StageState",
     "new",
@@ -245,6 +248,72 @@ class BufferCapacityExceeded(StageError):
         )
 
 
+# --------------------------------------------------------------------------- settings
+
+
+class ConfigError(ValueError):
+    """An invalid setting; ``value`` is the offending one.
+
+    Errors compare equal by type and value (a value with an odd ``__eq__``
+    compares unequal), and pickle.
+    """
+
+    def __init__(self, value: Any) -> None:
+        super().__init__(f"{type(self).__name__}({value!r})")
+        self.value = value
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.value,))
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and _same(self.value, other.value)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.value!r})"
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - an odd __eq__ means "not the same"
+        return False
+
+
+class InvalidBufferCapacity(ConfigError):
+    """``buffer_capacity`` is neither None nor an int > 0 (see :func:`check_buffer_capacity`).
+
+    The one error for this rule: :func:`new`, :func:`constellation.start` and
+    :func:`constellation.worker_pool.start` all raise it.  ``capacity`` is the
+    offending value (the same as ``value``).
+    """
+
+    def __init__(self, capacity: Any) -> None:
+        super().__init__(capacity)
+        self.args = (f"the buffer capacity must be None or an int > 0, not {capacity!r}",)
+
+    @property
+    def capacity(self) -> Any:
+        """The offending value."""
+        return self.value
+
+
+def check_buffer_capacity(capacity: Any) -> Optional[int]:
+    """The one buffer-capacity rule: ``capacity`` itself if it is ``None`` (unlimited) or an int > 0.
+
+    Anything else -- 0, a negative int, a bool, a float, an int subclass --
+    raises :class:`InvalidBufferCapacity`.  Pure.  0 is refused because a
+    stage that may buffer nothing rejects every push that outruns demand;
+    GenStage's ``buffer_size`` is a count or ``:infinity`` too, but it drops
+    overflow where constellation rejects the push whole (spec §1.1, §2.1).
+    """
+    if capacity is None or (type(capacity) is int and capacity > 0):
+        return capacity
+    raise InvalidBufferCapacity(capacity)
+
+
 # --------------------------------------------------------------------------- buffer
 
 
@@ -351,10 +420,11 @@ class Subscription:
 class StageState:
     """A stage's protocol state; an immutable value (build it with :func:`new`)."""
 
-    __slots__ = ("_demands", "_meta", "_order", "_cancelled", "_buffer", "_strategy", "_capacity")
+    __slots__ = ("_demands", "_owners", "_partitions", "_order", "_cancelled", "_buffer", "_strategy", "_capacity")
 
     _demands: dict  # id -> outstanding demand, active subscriptions only
-    _meta: dict  # id -> (participant_id, partition)
+    _owners: dict  # id -> participant_id, active subscriptions only
+    _partitions: dict  # id -> partition, active subscriptions only (what dispatch reads)
     _order: tuple  # active ids in dispatch order
     _cancelled: frozenset  # tombstones
     _buffer: _Buffer
@@ -377,7 +447,8 @@ class StageState:
 
 _set = {name: StageState.__dict__[name].__set__ for name in StageState.__slots__}
 _set_demands = _set["_demands"]
-_set_meta = _set["_meta"]
+_set_owners = _set["_owners"]
+_set_partitions = _set["_partitions"]
 _set_order = _set["_order"]
 _set_cancelled = _set["_cancelled"]
 _set_buffer = _set["_buffer"]
@@ -387,7 +458,8 @@ _set_capacity = _set["_capacity"]
 
 def _make(
     demands: dict,
-    meta: dict,
+    owners: dict,
+    partitions: dict,
     order: tuple,
     cancelled: frozenset,
     buffer: _Buffer,
@@ -396,7 +468,8 @@ def _make(
 ) -> StageState:
     s = object.__new__(StageState)
     _set_demands(s, demands)
-    _set_meta(s, meta)
+    _set_owners(s, owners)
+    _set_partitions(s, partitions)
     _set_order(s, order)
     _set_cancelled(s, cancelled)
     _set_buffer(s, buffer)
@@ -408,19 +481,16 @@ def _make(
 def new(strategy: Optional[Strategy] = None, buffer_capacity: Optional[int] = None) -> StageState:
     """An empty stage: no subscriptions, empty buffer; ``strategy`` defaults to ``dispatch.demand()``.
 
-    ``buffer_capacity`` is ``None`` (unlimited) or an int >= 0; anything else
-    raises ``TypeError`` / ``ValueError``.
+    ``buffer_capacity`` is ``None`` (unlimited) or an int > 0
+    (:func:`check_buffer_capacity`); anything else raises
+    :class:`InvalidBufferCapacity`.  A non-strategy raises ``TypeError``.
     """
     if strategy is None:
         strategy = _dispatch.demand()
     if type(strategy) is not Strategy:
         raise TypeError(f"not a dispatch strategy: {strategy!r}")
-    if buffer_capacity is not None:
-        if type(buffer_capacity) is not int:
-            raise TypeError(f"buffer_capacity must be None or an int, got {buffer_capacity!r}")
-        if buffer_capacity < 0:
-            raise ValueError(f"buffer_capacity must be >= 0, got {buffer_capacity!r}")
-    return _make({}, {}, (), frozenset(), _EMPTY, strategy, buffer_capacity)
+    check_buffer_capacity(buffer_capacity)
+    return _make({}, {}, {}, (), frozenset(), _EMPTY, strategy, buffer_capacity)
 
 
 # --------------------------------------------------------------------------- update
@@ -456,10 +526,13 @@ def _subscribe(state: StageState, cmd: Subscribe) -> tuple[StageState, list[Effe
         raise DuplicateSubscription(id)
     demands = dict(state._demands)
     demands[id] = 0
-    meta = dict(state._meta)
-    meta[id] = (cmd.participant_id, cmd.partition)
+    owners = dict(state._owners)
+    owners[id] = cmd.participant_id
+    partitions = dict(state._partitions)
+    partitions[id] = cmd.partition
+    order = state._order + (id,)
     return (
-        _make(demands, meta, state._order + (id,), state._cancelled, state._buffer, state._strategy, state._capacity),
+        _make(demands, owners, partitions, order, state._cancelled, state._buffer, state._strategy, state._capacity),
         [],
     )
 
@@ -474,8 +547,12 @@ def _ask(state: StageState, cmd: Ask) -> tuple[StageState, list[Effect]]:
         raise InvalidDemand(n)
     demands = dict(state._demands)
     demands[id] = old + n
-    order, buffer, effects = _dispatch_buffer(state._strategy, state._order, demands, state._meta, state._buffer)
-    return _make(demands, state._meta, order, state._cancelled, buffer, state._strategy, state._capacity), effects
+    parts = state._partitions
+    order, buffer, effects = _dispatch_buffer(state._strategy, state._order, demands, parts, state._buffer)
+    return (
+        _make(demands, state._owners, parts, order, state._cancelled, buffer, state._strategy, state._capacity),
+        effects,
+    )
 
 
 def _push(state: StageState, cmd: Push) -> tuple[StageState, list[Effect]]:
@@ -484,24 +561,28 @@ def _push(state: StageState, cmd: Push) -> tuple[StageState, list[Effect]]:
         events = tuple(events)
     buffer = state._buffer.push(events)
     demands = dict(state._demands)
-    order, buffer, effects = _dispatch_buffer(state._strategy, state._order, demands, state._meta, buffer)
+    order, buffer, effects = _dispatch_buffer(state._strategy, state._order, demands, state._partitions, buffer)
     capacity = state._capacity
     if capacity is not None and buffer.size > capacity:
         raise BufferCapacityExceeded(capacity, buffer.size)
-    return _make(demands, state._meta, order, state._cancelled, buffer, state._strategy, capacity), effects
+    return (
+        _make(demands, state._owners, state._partitions, order, state._cancelled, buffer, state._strategy, capacity),
+        effects,
+    )
 
 
 def _remove(state: StageState, ids: list) -> tuple[StageState, list[Effect]]:
     """Remove and tombstone ``ids`` (in dispatch order), then dispatch."""
     gone = set(ids)
     demands = {i: d for i, d in state._demands.items() if i not in gone}
-    meta = {i: m for i, m in state._meta.items() if i not in gone}
+    owners = {i: p for i, p in state._owners.items() if i not in gone}
+    partitions = {i: k for i, k in state._partitions.items() if i not in gone}
     order = tuple(i for i in state._order if i not in gone)
     effects: list[Effect] = [NotifyCancelled(i) for i in ids]
-    order, buffer, sent = _dispatch_buffer(state._strategy, order, demands, meta, state._buffer)
+    order, buffer, sent = _dispatch_buffer(state._strategy, order, demands, partitions, state._buffer)
     effects.extend(sent)
     return (
-        _make(demands, meta, order, state._cancelled | gone, buffer, state._strategy, state._capacity),
+        _make(demands, owners, partitions, order, state._cancelled | gone, buffer, state._strategy, state._capacity),
         effects,
     )
 
@@ -517,8 +598,8 @@ def _cancel(state: StageState, cmd: Cancel) -> tuple[StageState, list[Effect]]:
 
 def _participant_down(state: StageState, cmd: ParticipantDown) -> tuple[StageState, list[Effect]]:
     p = cmd.participant_id
-    meta = state._meta
-    ids = [i for i in state._order if meta[i][0] == p]
+    owners = state._owners
+    ids = [i for i in state._order if owners[i] == p]
     if not ids:
         return state, []
     return _remove(state, ids)
@@ -529,7 +610,7 @@ def _shutdown(state: StageState) -> tuple[StageState, list[Effect]]:
     if not effects:
         return state, []
     return (
-        _make({}, {}, (), state._cancelled | frozenset(state._order), state._buffer, state._strategy, state._capacity),
+        _make({}, {}, {}, (), state._cancelled | frozenset(state._order), state._buffer, state._strategy, state._capacity),
         effects,
     )
 
@@ -538,43 +619,26 @@ def _dispatch_buffer(
     strategy: Strategy,
     order: tuple,
     demands: dict,
-    meta: dict,
+    partitions: dict,
     buffer: _Buffer,
 ) -> tuple[tuple, _Buffer, list[Effect]]:
-    """Run the strategy over the buffer; ``demands`` (a fresh copy) is updated in place."""
+    """Run the strategy over the buffer; ``demands`` (a fresh copy) is updated in place.
+
+    Only the strategy's :func:`~constellation.dispatch.window` of the buffer is
+    handed to it (the rest stays buffered behind it, exactly as a run over the
+    whole buffer would leave it); a bounded window leaves its own tail.
+    """
     if not buffer.size or not order:
         return order, buffer, []
-    kind = strategy.kind
-    if kind == "demand":
-        # Only the first ``sum(demand)`` events can move; an exhausted demand
-        # strategy leaves the rest buffered in order, exactly as a run over
-        # the whole buffer would.
-        limit = 0
-        for d in demands.values():
-            limit += d
-        if not limit:
-            return order, buffer, []
-        if len(order) == 1:  # fast path: one subscription takes a slice
-            only = order[0]
-            taken = buffer.take(limit)
-            demands[only] -= len(taken)
-            return order, buffer.drop(len(taken)), [SendEvents(only, taken)]
-        events = buffer.take(limit)
-    elif kind == "broadcast":
-        limit = min(demands.values())
-        if not limit:
-            return order, buffer, []
-        events = buffer.take(limit)
-    else:
-        if not any(d > 0 for d in demands.values()):
-            return order, buffer, []
-        events = buffer.to_tuple()
-    partitions = {i: meta[i][1] for i in order} if kind != "demand" and kind != "broadcast" else None
-    order, deliveries, remaining = _dispatch._run(strategy, order, demands, partitions, events)  # type: ignore[arg-type]
-    if kind == "demand" or kind == "broadcast":
-        buffer = buffer.drop(len(events) - len(remaining))
-    else:
+    window = _dispatch.window(strategy, demands.values())
+    if window == 0:
+        return order, buffer, []
+    events = buffer.take(window)
+    order, deliveries, remaining = _dispatch._run(strategy, order, demands, partitions, events)
+    if window is None:
         buffer = _buffer_of(remaining)
+    else:
+        buffer = buffer.drop(len(events) - len(remaining))
     return order, buffer, [SendEvents(i, evs) for i, evs in deliveries]
 
 
@@ -596,7 +660,7 @@ def subscription(state: StageState, id: Hashable) -> Subscription:
     demand = state._demands.get(id)
     if demand is None:
         raise _missing(state, id)
-    participant_id, part = state._meta[id]
+    participant_id, part = state._owners[id], state._partitions[id]
     return Subscription(id, participant_id, demand, part)
 
 

@@ -59,6 +59,7 @@ __all__ = [
     "custom",
     "dispatch",
     "has_capacity",
+    "window",
 ]
 
 _DEMAND = "demand"
@@ -142,15 +143,26 @@ def _check(strategy: Any) -> None:
 def has_capacity(strategy: Strategy, targets: Iterable[Target]) -> bool:
     """Whether ``strategy`` could deliver anything at all to ``targets``."""
     _check(strategy)
-    demands = [t.demand for t in targets]
-    return _capacity(strategy.kind, demands)
+    return window(strategy, [t.demand for t in targets]) != 0
 
 
-def _capacity(kind: str, demands: Iterable[int]) -> bool:
+def window(strategy: Strategy, demands: Iterable[int]) -> Optional[int]:
+    """How much of the buffer's head a dispatch to targets with ``demands`` (each >= 0) can use.
+
+    ``0``: nothing (no capacity); ``k > 0``: only the first ``k`` events
+    (:func:`demand`: the sum of the demands, :func:`broadcast`: the smallest),
+    and whatever of them stays buffered is their tail; ``None``: the whole
+    buffer, any event of which may stay (:func:`partition`, :func:`custom`,
+    when some target has demand).  Dispatching the first ``k`` events and
+    keeping the rest behind them is the same as dispatching them all.  The
+    core uses it to hand a strategy no more of a large backlog than it can move.
+    """
+    kind = strategy.kind
+    if kind == _DEMAND:
+        return sum(demands)
     if kind == _BROADCAST:
-        demands = list(demands)
-        return bool(demands) and min(demands) > 0
-    return any(d > 0 for d in demands)
+        return min(demands, default=0)
+    return None if any(d > 0 for d in demands) else 0
 
 
 def dispatch(strategy: Strategy, targets: Iterable[Target], events: Iterable[Any]) -> DispatchResult:

@@ -1,7 +1,8 @@
 """Resilient worker pools backed by constellation demand (spec §1.5, §2.8).
 
-The pool is one ensemble process (a gen_server) that owns a *pure* core stage
-(:mod:`constellation.core`) and ``size`` worker processes.  Each worker asks
+The pool is one ensemble process (a gen_server) that owns a *pure* runtime
+(:mod:`constellation.runtime`: the core stage and its routing, as a stage
+process has) and ``size`` worker processes.  Each worker asks
 for ``prefetch`` events, runs the handler on them in its own process, and
 renews only the capacity it completed, after the handler returned::
 

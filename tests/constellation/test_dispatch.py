@@ -16,6 +16,7 @@ from constellation.dispatch import (
     dispatch,
     has_capacity,
     partition,
+    window,
 )
 
 SETTINGS = settings(max_examples=100, deadline=None)
@@ -218,6 +219,32 @@ def test_has_capacity(strat, targets):
     else:
         expected = any(t.demand > 0 for t in targets)
     assert expected == has_capacity(s, targets)
+
+
+@SETTINGS
+@given(strategy_st, targets_st(), events_st)
+def test_window_is_all_a_dispatch_can_use(strat, targets, events):
+    """Dispatching the window and keeping the rest behind it answers what dispatching everything does.
+
+    0 means no capacity; a bounded window (demand: the demand's sum, broadcast:
+    its minimum) leaves its own tail; None (partition, custom) takes all.
+    """
+    kind, _, s = strat
+    demands = [t.demand for t in targets]
+    w = window(s, demands)
+    assert (w != 0) == has_capacity(s, targets)
+    anyone = any(d > 0 for d in demands)
+    expected = {"demand": sum(demands), "broadcast": min(demands, default=0)}.get(kind, None if anyone else 0)
+    assert expected == w
+    whole = dispatch(s, targets, events)
+    if w == 0:
+        assert tuple(events) == whole.remaining and () == whole.deliveries
+        return
+    head = events if w is None else events[:w]
+    part = dispatch(s, targets, head)
+    assert whole == DispatchResult(part.targets, part.deliveries, part.remaining + tuple(events[len(head) :]))
+    if w is not None:
+        assert part.remaining == tuple(head[len(head) - len(part.remaining) :])
 
 
 def test_demand_round_robin_example():

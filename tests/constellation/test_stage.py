@@ -6,8 +6,9 @@ import pytest
 
 import constellation
 import ensemble as e
-from constellation import consumer
+from constellation import consumer, core
 from ensemble import NOMATCH, TIMEOUT, sys
+from tests.constellation.test_core import BAD_CAPACITIES
 
 WAIT = 5.0  # generous bound for messages that must come; never a synchronisation sleep
 
@@ -218,6 +219,15 @@ def test_bad_settings_are_rejected():
         constellation.start(call_timeout=0)
     with pytest.raises(constellation.InvalidBufferCapacity):
         constellation.start(buffer_capacity=0)
+
+
+@pytest.mark.parametrize("capacity", BAD_CAPACITIES)
+def test_start_uses_the_core_buffer_capacity_rule(capacity):
+    """start refuses exactly what core.check_buffer_capacity refuses, with the core's one error class."""
+    assert constellation.InvalidBufferCapacity is core.InvalidBufferCapacity
+    with pytest.raises(core.InvalidBufferCapacity) as info:
+        constellation.start(buffer_capacity=capacity)
+    assert core.InvalidBufferCapacity(capacity) == info.value
 
 
 # --------------------------------------------------------------------------

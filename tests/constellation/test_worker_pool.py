@@ -8,6 +8,7 @@ import ensemble as e
 from constellation import core
 from constellation import worker_pool as wp
 from constellation.worker_pool import WorkerId
+from tests.constellation.test_core import BAD_CAPACITIES
 from ensemble import supervisor
 
 GO = "go"
@@ -81,6 +82,31 @@ def test_validation_order_prefetch_timeout_capacity():
     with pytest.raises(wp.InvalidBufferCapacity) as c:
         wp.start(_config(buffer_capacity=0))
     assert (wp.InvalidPrefetch(-1), wp.InvalidTimeout(0), wp.InvalidBufferCapacity(0)) == (a.value, b.value, c.value)
+
+
+@pytest.mark.parametrize("capacity", BAD_CAPACITIES)
+def test_validation_uses_the_core_buffer_capacity_rule(capacity):
+    """validate, start and supervised refuse what core.check_buffer_capacity refuses, with its one error class."""
+    assert wp.InvalidBufferCapacity is core.InvalidBufferCapacity and wp.ConfigError is core.ConfigError
+    for entry in (wp.validate, wp.start, wp.supervised):
+        with pytest.raises(wp.InvalidBufferCapacity) as info:
+            entry(_config(buffer_capacity=capacity))
+        assert core.InvalidBufferCapacity(capacity) == info.value
+
+
+def test_the_pool_routes_through_the_runtime():
+    """The pool's state is a constellation.runtime value: one route per worker, reached through its pid."""
+    from constellation import runtime
+    from ensemble import sys
+
+    pool = wp.start(_config(size=2, prefetch=3))
+    state = sys.get_state(pool.whereis())
+    assert type(state.rt) is runtime.Runtime
+    workers = [state.workers[n] for n in state.order]
+    assert {w.sub: w.sub for w in workers} == runtime.routes(state.rt)
+    assert {w.sub: w.pid for w in workers} == runtime.participants(state.rt)
+    assert 6 == core.available_demand(state.rt.state)
+    wp.stop(pool)
 
 
 def test_supervised_validates_raw():
