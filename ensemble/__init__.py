@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from . import dispatcher as dispatcher
 from . import logger as logger  # installs the crash report
+from . import threads as threads
 from ._exceptions import Badarg as Badarg
 from ._exceptions import CallError as CallError
 from ._exceptions import EnsembleError as EnsembleError
@@ -82,6 +83,7 @@ __all__ = [
     "logger",
     "make_ref",
     "monitor",
+    "native",
     "node",
     "passivate",
     "passivation_refused",
@@ -98,6 +100,7 @@ __all__ = [
     "spawn_link",
     "spawn_monitor",
     "state",
+    "threads",
     "timer",
     "trap_exit",
     "unalias",
@@ -108,9 +111,9 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):  # ensemble.timer is imported on first use
-    if name == "timer":
+def __getattr__(name: str):  # ensemble.timer and ensemble.native are imported on first use
+    if name in ("timer", "native"):
         import importlib
 
-        return importlib.import_module(".timer", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'ensemble' has no attribute {name!r}")

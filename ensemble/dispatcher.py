@@ -16,15 +16,24 @@ call into ensemble (or at its next switch to the hub).  Until then
 ``"status": "exiting"``, its ``"dispatcher"`` and its ``"carrier"`` (the name
 of the thread it holds, e.g. ``"blocking-3"``): the way to find the stragglers
 that keep a pool's threads busy.
+
+Inside a carrier, :func:`yield_` lets the other runnable processes of the
+calling carrier run, and :func:`call_soon` runs a callback on the calling
+carrier's hub once they have (both for batching work that others may join).
 """
 
 from __future__ import annotations
+
+from typing import Any, Callable
+
+from gevent import get_hub as _get_hub
+from gevent import sleep as _sleep
 
 from ._carrier import Carrier, register_thread_carrier
 from ._exceptions import Badarg
 from ._threads import allocate_lock
 
-__all__ = ["define", "shutdown", "dispatchers", "DEFAULT", "BLOCKING"]
+__all__ = ["define", "shutdown", "dispatchers", "yield_", "call_soon", "DEFAULT", "BLOCKING"]
 
 DEFAULT = "default"
 BLOCKING = "blocking"
@@ -98,6 +107,34 @@ def dispatchers() -> list[str]:
     with _lock:
         others = sorted(n for n in _pools if n != DEFAULT)
     return [DEFAULT, *others]
+
+
+def yield_() -> None:
+    """Let every process already runnable on the calling carrier run, then return (``erlang:yield/0``).
+
+    Called by a process (or any greenlet other than the hub) on a carrier's
+    thread; only that carrier is concerned.  The processes woken before the
+    call (a message, a timer, a switch already scheduled) each get a turn, in
+    the order they were woken, before the caller resumes; ones woken meanwhile
+    may or may not.  With nothing runnable it returns soon, after one turn of
+    the carrier's hub.
+    """
+    _sleep(0)
+
+
+def call_soon(fn: Callable[..., Any], *args: Any) -> None:
+    """Run ``fn(*args)`` on the calling carrier's hub, after the processes runnable now have run.
+
+    Called on a carrier's thread (by a process, or any greenlet of that
+    thread).  Returns at once; ``fn`` runs later on the same thread, in the
+    hub (not in a process: it must neither block nor wait for a message), after
+    every process already woken there has had its turn, and in call order with
+    the other ``call_soon`` callbacks.  It runs even if the caller has ended
+    meanwhile.  An exception of ``fn`` is reported by the hub (printed) and
+    does not stop it.  From another thread, send the carrier's process a
+    message instead.
+    """
+    _get_hub().loop.run_callback(fn, *args)
 
 
 def place(name: str) -> Carrier:

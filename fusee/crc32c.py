@@ -8,9 +8,10 @@ polynomial and gives other values.
 
 Two implementations give identical checksums, one chosen at import time:
 
-* ``"native"``: C through cffi (``ensemble._native_crc32c``, built from
-  native/crc32c.c at install time), using the SSE4.2 ``crc32`` instruction
-  when the CPU has it (``HARDWARE``), else a slicing-by-8 table in C;
+* ``"native"``: C through cffi (built from native/crc32c.c at install time,
+  loaded with ``ensemble.native.load("crc32c")``), using the SSE4.2
+  ``crc32`` instruction when the CPU has it (``HARDWARE``), else a
+  slicing-by-8 table in C;
 * ``"python"``: the slicing-by-8 table in pure Python below, used when the
   module was not built (no C compiler) or ``ENSEMBLE_PURE_PYTHON=1``.
 
@@ -26,7 +27,9 @@ import operator
 import struct
 from typing import Callable, Literal
 
-from ensemble import _native
+from ensemble import native
+
+_native = native  # the loader under its former name (bench/crc32c.py reads _native.FORCED_PURE)
 
 __all__ = ["crc32c", "IMPLEMENTATION", "HARDWARE"]
 
@@ -119,7 +122,7 @@ def crc32c_python(data: bytes | bytearray | memoryview, value: int = 0) -> int:
 # The implementation chosen at import time
 # --------------------------------------------------------------------------
 
-_c = _native.load("crc32c")
+_c = native.load("crc32c")
 
 crc32c_native: Callable[..., int] | None
 IMPLEMENTATION: Literal["native", "python"]

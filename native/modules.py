@@ -1,7 +1,7 @@
 """The native (C) modules of ensemble: one native_module(...) call each.
 
 Each entry becomes ``<package>._native_<name>`` (default package: ensemble),
-compiled with cffi at install time, loaded with ``ensemble._native.load(name)``
+compiled with cffi at install time, loaded with ``ensemble.native.load(name)``
 and always paired with a pure-Python fallback.  See docs/native.md: a module
 is added only once a benchmark in bench/ shows that it pays.
 

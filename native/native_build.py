@@ -12,7 +12,7 @@ declares the extension ``ensemble._native_mailbox``, built from
 ``native/mailbox.c`` (``#include``-d into cffi's generated wrapper, so it may
 use ``static`` functions, and its own headers next to it in native/).  At
 install time it is compiled into the ``ensemble`` package (in the source tree
-for ``pip install -e .``).  ``ensemble._native.load("mailbox")`` returns the
+for ``pip install -e .``).  ``ensemble.native.load("mailbox")`` returns the
 compiled module, or None, and the caller falls back to pure Python.
 
 Compilation is optional: with no working C compiler the install still
@@ -23,7 +23,7 @@ instead.  A failure is never silent, although pip hides a backend's output:
 * every build writes a build report, ``<package>/_native_build.json``
   (:data:`REPORT_NAME`), next to the compiled modules (into the wheel, or
   into the source tree for ``pip install -e .``): per module, built or not
-  and why.  ``ensemble._native`` reads it: ``load()`` warns once
+  and why.  ``ensemble.native`` reads it: ``load()`` warns once
   (``NativeFallbackWarning``) when a declared module failed to build, and
   ``python -m ensemble --version`` lists it;
 * the build prints a warning on stderr (seen with ``pip install -v``) and,
@@ -60,7 +60,7 @@ NATIVE_DIR = Path(__file__).resolve().parent
 MODULES_FILE = NATIVE_DIR / "modules.py"
 REQUIRE_ENV = "ENSEMBLE_REQUIRE_NATIVE"
 #: The build report's file name, in each package that has native modules.
-#: ensemble/_native.py reads it (and has its own copy of this name).
+#: ensemble/native.py reads it (and has its own copy of this name).
 REPORT_NAME = "_native_build.json"
 REPORT_FORMAT = 1
 

@@ -2,7 +2,7 @@
 
 A throwaway C module is declared with the very native_module() used in
 native/modules.py, compiled with the backend's build_ext into a tmp dir,
-loaded through ensemble._native.load and called.  Only a missing C toolchain
+loaded through ensemble.native.load and called.  Only a missing C toolchain
 is a reason to skip.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import ensemble
-from ensemble import _native
+from ensemble import native
 
 NATIVE_DIR = Path(__file__).resolve().parents[1] / "native"
 if str(NATIVE_DIR) not in sys.path:
@@ -54,14 +54,14 @@ def probe(tmp_path):
 
 @pytest.fixture
 def on_ensemble_path(tmp_path, monkeypatch):
-    """Make tmp_path/lib/ensemble part of the ensemble package; reload _native."""
+    """Make tmp_path/lib/ensemble part of the ensemble package; reload native."""
     lib = tmp_path / "lib"
     monkeypatch.setattr(ensemble, "__path__", [*ensemble.__path__, str(lib / "ensemble")])
     yield lib
     for key in [k for k, m in sys.modules.items() if str(tmp_path) in str(getattr(m, "__file__", ""))]:
         del sys.modules[key]
     monkeypatch.undo()
-    importlib.reload(_native)
+    importlib.reload(native)
 
 
 def test_declaration_names_the_module(probe):
@@ -89,16 +89,16 @@ def test_compile_import_call(probe, tmp_path, on_ensemble_path, monkeypatch, com
     assert built[0].name.startswith(f"_native_{probe.name}.")
 
     monkeypatch.delenv("ENSEMBLE_PURE_PYTHON", raising=False)
-    loader = importlib.reload(_native)
+    loader = importlib.reload(native)
     mod = loader.load(probe.name)
-    assert mod is not None, "built module not found by ensemble._native.load"
+    assert mod is not None, "built module not found by ensemble.native.load"
     assert mod.__name__ == probe.qualname
     assert mod.lib.probe_add(2, 3) == 5
     xs = mod.ffi.new("long[]", [1, 2, 3, 40])
     assert mod.lib.probe_sum(xs, 4) == 46
 
     monkeypatch.setenv("ENSEMBLE_PURE_PYTHON", "1")
-    assert importlib.reload(_native).load(probe.name) is None
+    assert importlib.reload(native).load(probe.name) is None
 
 
 def test_missing_compiler_warns_instead_of_failing(probe, tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
-"""ensemble._native: load (forced pure, unknown, unloadable, failed-build modules -> None), status()."""
+"""ensemble.native, the public loader of the C modules built from native/: load (forced pure, unknown,
+unloadable, failed-build modules -> None), status()."""
 
 from __future__ import annotations
 
@@ -13,25 +14,25 @@ from pathlib import Path
 import pytest
 
 import ensemble
-from ensemble import _native
+from ensemble import native
 
 ENV = "ENSEMBLE_PURE_PYTHON"
 
 
 @pytest.fixture
 def reload_native(monkeypatch):
-    """reload_native(value): reload ensemble._native with ENV set to value (None: unset)."""
+    """reload_native(value): reload ensemble.native with ENV set to value (None: unset)."""
 
     def _reload(value):
         if value is None:
             monkeypatch.delenv(ENV, raising=False)
         else:
             monkeypatch.setenv(ENV, value)
-        return importlib.reload(_native)
+        return importlib.reload(native)
 
     yield _reload
     monkeypatch.undo()
-    importlib.reload(_native)
+    importlib.reload(native)
 
 
 @pytest.fixture
@@ -47,6 +48,22 @@ def extra_dir(tmp_path, monkeypatch):
 
 def fresh_name() -> str:
     return "t" + uuid.uuid4().hex[:12]
+
+
+def test_the_loader_is_public_and_the_former_name_is_the_same_module():
+    import ensemble._native as former
+
+    assert "native" in ensemble.__all__ and ensemble.native is native
+    assert former is native and ensemble._native is native
+    for f in (native.load, native.status, native.status_lines):
+        assert (f.__doc__ or "").strip(), f
+
+
+def test_fusee_loads_its_native_module_through_the_public_loader():
+    import fusee.crc32c as c
+
+    assert c.native is native
+    assert (c.IMPLEMENTATION == "native") == (native.load("crc32c") is not None)
 
 
 @pytest.mark.parametrize("value", ["1", "yes", "true", "anything"])
@@ -94,7 +111,7 @@ def test_unloadable_module_warns_and_returns_none(reload_native, extra_dir, body
 @pytest.mark.parametrize("bad", ["", "a.b", "../x", "x-y"])
 def test_invalid_name_is_an_error(bad):
     with pytest.raises(ValueError):
-        _native.load(bad)
+        native.load(bad)
 
 
 def test_unknown_name_does_not_warn(reload_native):
@@ -122,7 +139,7 @@ def write_report(directory, modules, ext_suffix=None):
             for name, (built, error) in modules.items()
         },
     }
-    (directory / _native.REPORT_NAME).write_text(json.dumps(report))
+    (directory / native.REPORT_NAME).write_text(json.dumps(report))
 
 
 def test_report_name_is_the_builds():
@@ -131,7 +148,7 @@ def test_report_name_is_the_builds():
         import native_build
     finally:
         sys.path.pop(0)
-    assert _native.REPORT_NAME == native_build.REPORT_NAME
+    assert native.REPORT_NAME == native_build.REPORT_NAME
 
 
 def test_failed_build_in_the_report_wins_over_a_stale_module(reload_native, extra_dir):

@@ -7,10 +7,10 @@ import os
 import pytest
 
 import ensemble as e
-from ensemble._threads import allocate_lock, get_ident
+from ensemble.threads import allocate_lock, get_ident
 from fusee import segment as seg
 from fusee.errors import Corrupt
-from fusee.journal import Journal
+from fusee.journal import DEFAULT_SEGMENT_SIZE, Journal
 
 SMALL = 64 << 10
 
@@ -445,3 +445,40 @@ def test_a_clean_close_deletes_an_unused_spare(tmp_path):
             pass
         number = j._shards[0].spare_number
     assert f"{number}.seg" not in seg_files(str(tmp_path))
+
+
+# ---------------------------------------------------------------------- the journal's modules
+
+
+JOURNAL_MODULES = ["journal", "journal_shard", "segment_files", "group_commit", "journal_metrics", "crc32c"]
+
+
+@pytest.mark.parametrize("name", JOURNAL_MODULES)
+def test_the_journal_uses_only_ensembles_public_api(name):
+    """No gevent, greenlet or _thread of its own, and nothing private of ensemble: ensemble.threads
+    (native lock, thread id), ensemble.dispatcher (yield_, call_soon) and ensemble.native instead."""
+    import ast
+
+    import fusee
+
+    path = os.path.join(os.path.dirname(fusee.__file__), f"{name}.py")
+    imported = []
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.Import):
+            imported += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            imported += [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+    bad = [m for m in imported
+           if m.split(".")[0] in ("gevent", "greenlet", "_thread", "threading")
+           or (m.startswith("ensemble.") and any(part.startswith("_") for part in m.split(".")[1:]))]
+    assert bad == []
+
+
+def test_journal_and_default_segment_size_stay_in_fusee_journal():
+    import fusee.journal as journal
+
+    assert journal.__all__ == ["Journal", "DEFAULT_SEGMENT_SIZE"]
+    assert DEFAULT_SEGMENT_SIZE == 16 << 20
+    for method in ["open", "home", "recovered", "where", "append", "last_lsn", "delete_before", "durable_lsn",
+                   "wait_durable", "resume", "on_durable", "metrics", "close", "unlock", "abandon"]:
+        assert (getattr(Journal, method).__doc__ or "").strip(), method
