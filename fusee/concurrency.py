@@ -35,12 +35,16 @@ once; otherwise the next slot to ask or give back does.  A coordinator ignores a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import delay as _delay
 from . import records as r
+from .behalf import run_child
 from .errors import Cancelled, Error, NotFound
 from .workflow import IdPolicy
+
+if TYPE_CHECKING:
+    from .host import Host
 
 __all__ = [
     "SLOT_TYPE",
@@ -310,19 +314,19 @@ def rebuild(limit: int, holders: Any, waiting: Any) -> Turns:
     return Turns(t.limit, t.queue, t.running, 0, t.orders)
 
 
-def survey(engine: Any, coordinator: str, limit: int) -> Turns:
+def survey(host: "Host", coordinator: str, limit: int) -> Turns:
     """The state of ``coordinator`` rebuilt from the running slots that name it, on every shard
     (:func:`slot_phase` of each; waiting ones in start order: their ``order``, else when the slot
     started).  What a coordinator started after an earlier run of its ID ended other than by
     continuing as new (terminated, failed) begins with: that run's state is not trusted to exist."""
     holders: list[tuple[float, str]] = []
     waiting: list[tuple[float, float, str, Any]] = []
-    for shard in range(engine.shards):
-        for d in engine._call(shard, ("list", None)):
+    for shard in range(host.shards):
+        for d in host.call(shard, ("list", None)):
             if d["type"] != SLOT_TYPE or d["status"] != "running":
                 continue
             try:
-                desc = engine._call(shard, ("describe", d["id"]))
+                desc = host.call(shard, ("describe", d["id"]))
             except NotFound:
                 continue
             q = desc["input"]
@@ -344,23 +348,23 @@ def survey(engine: Any, coordinator: str, limit: int) -> Turns:
     return rebuild(limit, [id for _, id in holders], [(id, order) for _, _, id, order in waiting])
 
 
-def ensure_coordinator(engine: Any, coordinator: str, limit: int, durable: bool = True) -> int:
+def ensure_coordinator(host: "Host", coordinator: str, limit: int, durable: bool = True) -> int:
     """Attach to ``coordinator`` if it runs; else start it (rebuilt from its slots, :func:`survey`, when
     an earlier run of its ID ended: a terminated or failed one's state is lost).  Returns its run
     number once its ``Start`` is durable (``durable`` False: at once).  Idempotent."""
-    shard = engine._shard(coordinator)
+    shard = host.shard_of(coordinator)
     plain = Turns(limit).plain()
     try:
-        engine._call(shard, ("run_of", coordinator))
+        host.call(shard, ("run_of", coordinator))
     except NotFound:
         pass
     else:
         # an earlier run: if it has ended by the time the start below lands, rebuild (a running one is attached to)
         plain["rebuild"] = True
-    wf = engine._workflow(COORDINATOR_TYPE)
-    st, lsn = engine._call(shard, ("start", wf, coordinator, plain, IdPolicy("attach", "start_new")))
+    wf = host.workflow(COORDINATOR_TYPE)
+    st, lsn = host.call(shard, ("start", wf, coordinator, plain, IdPolicy("attach", "start_new")))
     if durable:
-        engine._durable(shard, lsn)
+        host.wait_durable(shard, lsn)
     return st.run
 
 
@@ -368,20 +372,20 @@ def ensure_coordinator(engine: Any, coordinator: str, limit: int, durable: bool 
 DELIVER_TRIES = 100
 
 
-def deliver(engine: Any, coordinator: str, limit: int, event: Any, dedup: str) -> int:
+def deliver(host: "Host", coordinator: str, limit: int, event: Any, dedup: str) -> int:
     """Signal ``event`` to a live ``coordinator`` (:func:`ensure_coordinator` first; again if it ended
     before the signal landed); returns once the signal is durable there.  ``dedup`` makes a resend
     (a replayed step) a no-op."""
-    shard = engine._shard(coordinator)
+    shard = host.shard_of(coordinator)
     for _ in range(DELIVER_TRIES):
         # no wait for its Start: the signal's, later in the same shard's journal, covers it
-        ensure_coordinator(engine, coordinator, limit, durable=False)
+        ensure_coordinator(host, coordinator, limit, durable=False)
         try:
-            lsn = engine._call(shard, ("signal", coordinator, EVENT, event, dedup))
+            lsn = host.call(shard, ("signal", coordinator, EVENT, event, dedup))
         except NotFound:
             lsn = None
         if lsn is not None:
-            engine._durable(shard, lsn)
+            host.wait_durable(shard, lsn)
             return lsn
     raise Error(f"coordinator {coordinator!r} ended {DELIVER_TRIES} times before taking an event")
 
@@ -392,13 +396,13 @@ def request_dedup(slot: str, run: int) -> str:
     return f"{slot}/{run}/request"
 
 
-def ask_for_slot(engine: Any, slot: str, run: int, q: dict[str, Any]) -> int:
+def ask_for_slot(host: "Host", slot: str, run: int, q: dict[str, Any]) -> int:
     """Deliver slot run ``run``'s request (input ``q``) to its coordinator, as the slot itself would
     (same event, same dedup key): :meth:`fusee.Engine.start` does so before it returns, so starts made
     one after another reach the coordinator, and are admitted, in that order."""
     limit = max(1, int(q.get("limit", 1)))
     event = request(q["id"], limit, q.get("order"))
-    return deliver(engine, coordinator_id(q["type"], q.get("key")), limit, event, request_dedup(slot, run))
+    return deliver(host, coordinator_id(q["type"], q.get("key")), limit, event, request_dedup(slot, run))
 
 
 # -- the workflows (the imperative shell, on ctx) -----------------------------------------
@@ -409,11 +413,11 @@ def _ask(ctx: Any, coordinator: str, id: str, limit: int, order: Any) -> None:
     with nothing to wait for in between (so requests of starts made one after another arrive in
     that order).  A survey counts a slot waiting until it gives back, so an unrecorded request is
     never lost with a coordinator."""
-    engine = ctx._st.engine
+    host = ctx._st.host
     dedup = request_dedup(ctx.workflow_id, ctx.run_id)
     ctx.step(
         "fusee.request",
-        lambda: deliver(engine, coordinator, limit, request(id, limit, order), dedup) is not None,
+        lambda: deliver(host, coordinator, limit, request(id, limit, order), dedup) is not None,
         read_only=True,
     )
 
@@ -423,72 +427,14 @@ def _give_back(ctx: Any, coordinator: str, id: str, limit: int) -> None:
     it), then a step making sure a coordinator runs (if the one sent to had ended, the new one is
     rebuilt without this slot).  A cancel landing here changes nothing: it is taken and the turn
     still goes back (a run takes one cancel, so this retries at most once)."""
-    engine = ctx._st.engine
+    host = ctx._st.host
     while True:
         try:
             ctx.signal_workflow(coordinator, EVENT, release(id, limit))
-            ctx.step("fusee.coordinator", lambda: ensure_coordinator(engine, coordinator, limit), read_only=True)
+            ctx.step("fusee.coordinator", lambda: ensure_coordinator(host, coordinator, limit), read_only=True)
             return
         except Cancelled:
             continue
-
-
-def run_child(ctx: Any, wtype: str, id: str, input: Any, timeout: Any = None) -> Any:
-    """``ctx.child(wtype, id, input, parent_close="abandon", timeout=timeout)`` for a slot or delay run
-    that starts a run on someone's behalf: a cancel of the caller that lands once the child has been
-    asked for (its ``Child`` recorded) is forwarded to the child (:func:`_forward_cancel`), and this
-    still waits for the child's end and returns (or raises) its outcome, so the caller ends only
-    when the run it started does.  A cancel that lands before: raised here (nothing was started)."""
-    from .replay import CANCEL, COMPLETION, Replay
-
-    st = ctx._st
-    m = st.machine
-    h = m.history
-    seq = m.next_seq
-    try:
-        op = ctx._child_op(wtype, id, input, "abandon", timeout, True)
-    except Cancelled as exc:
-        asked = h.op(seq)
-        if asked is None or asked.armed is None:
-            raise  # the child was never asked for
-        return _forward_cancel(ctx, seq, exc.reason)
-    if type(op) is Replay:
-        return op.result()
-    while True:
-        got = m.next_for(seq)  # journal order, as on replay: the child's end or the cancel, first recorded
-        if got == COMPLETION:
-            return m.take(seq).result()
-        if got == CANCEL:
-            exc = m.take_cancel()
-            return _forward_cancel(ctx, seq, exc.reason)
-        ctx._pause(None)
-
-
-def _forward_cancel(ctx: Any, seq: int, reason: Any) -> Any:
-    """Cancel the child of operation ``seq`` (a step: asked for again first, in case a crash came between
-    its ``Child`` and its start; a child that ended already is not touched), then wait for its end."""
-    from .run import _parent_ref
-
-    st = ctx._st
-    engine = st.engine
-    m = st.machine
-    h = m.history
-    rec = h.op(seq).armed
-    parent = _parent_ref(st, seq, True)
-
-    def forward() -> bool:
-        shard = engine._shard(rec.id)
-        engine._durable(shard, engine._call(shard, ("child", rec, parent)))
-        lsn = engine._call(shard, ("cancel", rec.id, reason))
-        engine._durable(shard, lsn)
-        return lsn is not None
-
-    ctx.step("fusee.cancel", forward)
-    while True:
-        got = h.op(seq)
-        if got is not None and got.done is not None:
-            return m.take(seq).result()
-        ctx._pause(None)
 
 
 def slot(ctx: Any, q: dict[str, Any]) -> Any:
@@ -537,9 +483,9 @@ def coordinator(ctx: Any, state: Any) -> Any:
     """
     t = Turns.of_plain(state)
     if isinstance(state, dict) and state.get("rebuild"):
-        engine, me, limit = ctx._st.engine, ctx.workflow_id, t.limit
+        host, me, limit = ctx._st.host, ctx.workflow_id, t.limit
         t = Turns.of_plain(
-            _uncancellable(lambda: ctx.step("fusee.rebuild", lambda: survey(engine, me, limit).plain(), read_only=True))
+            _uncancellable(lambda: ctx.step("fusee.rebuild", lambda: survey(host, me, limit).plain(), read_only=True))
         )
     now = [t]
     ctx.on_query("turns", lambda _arg: now[0].plain())

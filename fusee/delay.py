@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .behalf import run_child
+from .workflow import Workflow
+
 __all__ = ["DELAY_TYPE", "delay_id", "delay_input", "due_at", "delayed", "workflows"]
 
 #: The delay coordinator's workflow type.
@@ -55,16 +58,12 @@ def delayed(ctx: Any, d: dict[str, Any]) -> Any:
     it and return its result (a failure is re-raised).  Cancelled before the time: nothing starts,
     and the delay run ends cancelled.  Cancelled once the child has been asked for (the window
     before ``cancel(id)`` finds the run itself): the cancel goes on to the child, and the delay run
-    ends with it (:func:`fusee.concurrency.run_child`)."""
-    from .concurrency import run_child
-
+    ends with it (:func:`fusee.behalf.run_child`)."""
     ctx.sleep_until("due", d["at"])
     return run_child(ctx, d["type"], d.get("target", d["id"]), d.get("input"), d.get("timeout"))
 
 
 def workflows() -> list[Any]:
     """The built-in ``fusee.delay`` workflow type (every engine has it)."""
-    from .workflow import Workflow
-
     return [Workflow(DELAY_TYPE, 1, delayed)]
 

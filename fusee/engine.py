@@ -1,9 +1,12 @@
 """The fusee engine: workflows as ensemble processes over a per-shard, group-committed journal.
 
 Modules: :mod:`fusee.workflow` (definitions: workflows, signals, retries, ID
-policies, the clock), :mod:`fusee.run` (a run's state, the ``Ctx`` its code
-gets, the run process), :mod:`fusee.shard` (the shard server), and this one,
-the public face: :class:`Engine` and :class:`Run`.
+policies, the clock), :mod:`fusee.run_state` (a run's state),
+:mod:`fusee.run_family` (parents and children), :mod:`fusee.ctx` (the ``Ctx``
+its code gets), :mod:`fusee.run_process` (the run process), :mod:`fusee.shard`
+(the shard server), :mod:`fusee.host` (what those share: journal, clock, shard
+servers, registry, settings), and this one, the public face over a host:
+:class:`Engine` and :class:`Run`.
 
 Processes (each shard's on the one carrier of its journal shard,
 :meth:`fusee.journal.Journal.home`, beside that shard's flusher, so a step's
@@ -12,7 +15,7 @@ caller's ``"default"`` dispatcher):
 
 * one **shard server** per shard (:mod:`fusee.shard`), owning that shard's
   runs.  A workflow ID lives on shard ``crc32c(id) % shards``.
-* one **run process** per live run (:mod:`fusee.run`).
+* one **run process** per live run (:mod:`fusee.run_process`).
 
 What waits for the disk: a step body with effects waits until the journal
 is durable through the run's gate (``Machine.gate()``); a ``read_only`` step
@@ -33,7 +36,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import ensemble as _e
 from ensemble import NOMATCH, TIMEOUT
@@ -45,17 +48,9 @@ from . import delay as _delay
 from . import durations as _durations
 from . import parking as _parking
 from . import store as _store
-from . import records as r
-from .errors import (
-    Corrupt,
-    Error,
-    NotFound,
-    StorageError,
-    UnknownWorkflow,
-)
+from .errors import Error, NotFound, StorageError
 from .disk import DISK, Disk
 from .journal import DEFAULT_SEGMENT_SIZE, Journal
-from .replay import History, Machine
 from .workflow import (
     REAL_CLOCK,
     Clock,
@@ -68,8 +63,10 @@ from .workflow import (
     signal,
     workflow,
 )
-from .run import _DONE, RUNNING, STATUSES, Ctx, StepContext, _RunState
-from .shard import _VOID, _ShardServer
+from .ctx import Ctx, StepContext
+from .run_state import _DONE, RUNNING, STATUSES, _RunState
+from .shard import _VOID
+from .host import Host, StepHook
 
 __all__ = [
     "Workflow",
@@ -139,29 +136,23 @@ def _builtin_workflows() -> list[Workflow]:
 
 
 class Engine:
-    """A fusee engine: open with :meth:`Engine.open`; a context manager (``shutdown`` on exit)."""
+    """A fusee engine: open with :meth:`Engine.open`; a context manager (``shutdown`` on exit).
 
-    # parking and retention (set by open; see fusee.parking): defaults for engines made otherwise
-    _parks = False
-    _park_after: float | None = None
-    _memory_budget: int | None = None
-    _retention: float | None = None
-    _checkpoints: list[Any] | None = None
-    _checkpoint_on_shutdown = False
-    _recovery: dict[str, int] = {"log_records": 0, "checkpoint_records": 0}
+    The public face over a :class:`fusee.host.Host` (``host``: the journal, clock, shard servers,
+    workflow registry and settings its inner modules use; not a stable API).
+    """
 
-    def __init__(
-        self, journal: Journal, workflows: dict[str, Workflow], shards: int, max_live_runs: int | None = None
-    ) -> None:
-        self._journal = journal
-        self._workflows = workflows
-        self.shards = shards
-        self._max_live_runs = max_live_runs
-        self._servers: list[Any] = []
-        self.closed = False
-        self._clock: Clock = REAL_CLOCK
-        # (workflow type, step name) -> the body to run instead (fusee.testing.TestEngine.mock_step)
-        self._mocks: dict[tuple[str, str], Callable[..., Any]] = {}
+    def __init__(self, host: Host, *, checkpoint_on_shutdown: bool = False) -> None:
+        """The engine over ``host`` (built by :func:`open_engine`); a directory's :meth:`shutdown` writes
+        checkpoints if ``checkpoint_on_shutdown``."""
+        self.host = host
+        self.shards = host.shards
+        self._checkpoint_on_shutdown = checkpoint_on_shutdown
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`shutdown` has run (or the test kit crashed the engine)."""
+        return self.host.closed
 
     @classmethod
     def open(
@@ -208,162 +199,21 @@ class Engine:
         :meth:`shutdown` writes checkpoints (unless ``checkpoint_on_shutdown``
         is False), read back here (:mod:`fusee.store`).
         """
-        if max_live_runs is not None and (type(max_live_runs) is not int or max_live_runs < 1):
-            raise ValueError(f"max_live_runs is None or an int > 0, not {max_live_runs!r}")
-        for name, v in (("park_after", park_after), ("retention", retention)):
-            if v is not None and (type(v) not in (int, float) or not v >= 0):
-                raise ValueError(f"{name} is None or a number of seconds >= 0, not {v!r}")
-        if memory_budget is not None and (type(memory_budget) is not int or memory_budget < 0):
-            raise ValueError(f"memory_budget is None or an int >= 0 (bytes), not {memory_budget!r}")
-        if shards is not None and (type(shards) is not int or shards < 1):
-            raise ValueError(f"shards is None or an int > 0, not {shards!r}")
-        registry: dict[str, Workflow] = {}
-        for wf in workflows:
-            if type(wf) is not Workflow:
-                raise TypeError(f"workflows are @fusee.workflow functions, not {wf!r}")
-            held = registry.get(wf.name)
-            if held is not None and held is not wf:
-                raise ValueError(f"two workflows named {wf.name!r}")
-            registry[wf.name] = wf
-        for wf in _builtin_workflows():  # fusee.queued, fusee.concurrency, fusee.delay: in every engine
-            if wf.name in registry:
-                raise ValueError(f"{wf.name!r} is a built-in workflow type of fusee")
-            registry[wf.name] = wf
-        lock = layout = None
-        checkpoints: list[Any] = []
-        if path is None:
-            shards = 4 if shards is None else shards
-        else:
-            lock = _directory.lock(os.fspath(path))
-            try:
-                layout = _directory.open_layout(path, shards, segment_size, 4, DEFAULT_SEGMENT_SIZE)
-                shards = layout[0].shards
-                for shard in range(shards):
-                    d = os.path.join(path, f"shard-{shard}")
-                    checkpoints.append(_store.load(d, shard) if os.path.isdir(d) else None)
-            except BaseException:
-                lock.release()
-                raise
-        voids: list[Any] = [None]  # the engine, once made: a void (a failed write) goes to its shard server
-        try:
-            journal = Journal.open(
-                path,
-                shards,
-                segment_size=segment_size,
-                zero_fill=zero_fill,
-                after=[cp.lsn if cp else 0 for cp in checkpoints],
-                disk=disk,
-                lock=lock,
-                layout=layout,
-                on_void=lambda shard, lo, hi, err: _e.send(voids[0]._servers[shard], (_VOID, lo, hi, err)),
-            )
-        except BaseException:
-            if lock is not None:
-                lock.release()
-            raise
-        engine = cls(journal, registry, shards, max_live_runs)
-        voids[0] = engine
-        if clock is not None:
-            engine._clock = clock
-        engine._park_after = None if park_after is None else float(park_after)
-        engine._memory_budget = memory_budget
-        engine._parks = park_after is not None or memory_budget is not None
-        engine._retention = None if retention is None else float(retention)
-        engine._checkpoints = checkpoints
-        engine._checkpoint_on_shutdown = bool(checkpoint_on_shutdown)
-        engine._recovery = {"log_records": 0, "checkpoint_records": 0}
-        try:
-            for shard in range(shards):
-                recovered, next_run = engine._recover(shard)
-                server = _ShardServer(engine, shard, recovered, next_run)
-                engine._servers.append(_gs.start(server, dispatcher=server.home))
-            for pid in engine._servers:
-                _gs.call(pid, ("resume",), timeout=None)
-        except BaseException:
-            for pid in engine._servers:
-                _gs.stop(pid)
-            journal.close()
-            raise
-        return engine
-
-    def _recover(self, shard: int) -> tuple[list[_RunState], int]:
-        j = self._journal
-        histories: dict[int, History] = {}
-        order: list[int] = []
-        cp = self._checkpoints[shard] if self._checkpoints else None
-        logged = j.recovered(shard)
-        feed = logged if cp is None else cp.records + logged
-        self._recovery["log_records"] += len(logged)
-        self._recovery["checkpoint_records"] += len(feed) - len(logged)
-
-        def where(lsn: int) -> tuple[str | None, int]:
-            """The file and offset of a recovered record (a checkpoint's: the checkpoint, offset 0)."""
-            try:
-                return j.where(shard, lsn)
-            except ValueError:
-                return (os.path.join(j.path or "", f"shard-{shard}", _store.NAMES[0]), 0)
-
-        for lsn, body in feed:
-            try:
-                rec = r.decode_record(body)
-            except ValueError as e:
-                path, offset = where(lsn)
-                raise Corrupt(path, offset, f"record {lsn}: {e}") from None
-            h = histories.get(rec.run)
-            if h is None:
-                h = histories[rec.run] = History()
-                order.append(rec.run)
-            try:
-                h.add(rec, lsn)
-            except ValueError as e:
-                path, offset = where(lsn)
-                raise Corrupt(path, offset, f"record {lsn} does not fit its run: {e}") from None
-        states = []
-        for run in order:
-            h = histories[run]
-            start = h.start
-            st = _RunState(self, shard, start, Machine(h), self._workflows.get(start.wtype))
-            st.start_lsn = h.records[0][0]
-            if h.done is not None:
-                if _parking.expired(h.done.finished, self._clock.now(), self._retention):
-                    continue  # retention ended: forgotten
-                st._ended(h.done.status, st.outcome_of_done(h.done), h.gate)
-                st.finished = h.done.finished
-            elif st.wf is None:
-                st.fail_unrecorded(UnknownWorkflow(start.wtype, self._user_workflows()))
-            states.append(st)
-        next_run = max(order) + 1 if order else 0
-        return states, (max(next_run, cp.next_run) if cp is not None else next_run)
-
-    # -- plumbing
-
-    def _call(self, shard: int, request: tuple) -> Any:
-        if self.closed:
-            raise Error("the engine is shut down")
-        kind, value = _gs.call(self._servers[shard], request, timeout=None)
-        if kind == "error":
-            raise value
-        return value
-
-    def _shard(self, id: str) -> int:
-        if type(id) is not str:
-            raise TypeError(f"a workflow ID is a str, not {id!r}")
-        return shard_of(id, self.shards)
-
-    def _user_workflows(self) -> list[str]:
-        """The names of the workflow types registered at open (the built-in ``fusee.*`` ones aside)."""
-        return sorted(n for n in self._workflows if not n.startswith("fusee."))
-
-    def _workflow(self, wf: Any) -> Workflow:
-        name = wf.name if type(wf) is Workflow else wf
-        held = self._workflows.get(name) if type(name) is str else None
-        if held is None:
-            raise UnknownWorkflow(name, self._user_workflows())
-        return held
-
-    def _durable(self, shard: int, lsn: int | None) -> None:
-        if lsn:
-            self._journal.wait_durable(shard, lsn)
+        return open_engine(
+            path,
+            workflows,
+            shards,
+            segment_size=segment_size,
+            zero_fill=zero_fill,
+            max_live_runs=max_live_runs,
+            clock=clock,
+            park_after=park_after,
+            memory_budget=memory_budget,
+            retention=retention,
+            checkpoint_on_shutdown=checkpoint_on_shutdown,
+            disk=disk,
+            engine_type=cls,
+        )
 
     def _result_of(self, st: _RunState, timeout: float | None) -> Any:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -371,7 +221,7 @@ class Engine:
             if st.status == RUNNING:
                 a = _e.alias()
                 try:
-                    if not self._call(st.shard, ("watch", st, a)):
+                    if not self.host.call(st.shard, ("watch", st, a)):
                         msg = (_DONE, a)
                         left = None if deadline is None else max(0.0, deadline - time.monotonic())
                         got = _e.receive(lambda m: m if m == msg else NOMATCH, timeout=left)
@@ -381,14 +231,14 @@ class Engine:
                     _e.unalias(a)
             lsn = st.done_lsn
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not self._journal.wait_durable(st.shard, lsn, timeout=left):  # StorageError: its end was voided
+            if not self.host.journal.wait_durable(st.shard, lsn, timeout=left):  # StorageError: its end was voided
                 raise TimeoutError(f"the end of run {st.id!r} is not durable within {timeout} s")
             if st.status != RUNNING and st.outcome is not None:
                 break
             # a failed write voided its end after we looked: it runs again (fusee.shard._rollback)
         if st.status == "continued":  # follow the chain to its last run
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            return self._result_of(self._call(st.shard, ("successor", st)), left)
+            return self._result_of(self.host.call(st.shard, ("successor", st)), left)
         kind, value = st.outcome  # type: ignore[misc]
         if kind == "ok":
             return value
@@ -416,16 +266,16 @@ class Engine:
         ``timeout`` (a duration): the run's deadline, recorded in its ``Start``; past it the run ends
         ``timed_out`` and its result raises :class:`TimedOut`.
         """
-        w = self._workflow(wf)
-        shard = self._shard(id)
+        w = self.host.workflow(wf)
+        shard = self.host.shard_of(id)
         policy = IdPolicy.DEFAULT if id_policy is None else id_policy  # type: ignore[attr-defined]
         if type(policy) is not IdPolicy:
             raise TypeError(f"id_policy is a fusee.IdPolicy, not {policy!r}")
         if delay is not None or at is not None or getattr(w, "concurrency", None) is not None:
             return self._start_via(w, id, input, policy, delay, at, timeout)
-        deadline = None if timeout is None else self._clock.now() + _durations.parse(timeout)
-        st, lsn = self._call(shard, ("start", w, id, input, policy, deadline))
-        self._durable(shard, lsn)
+        deadline = None if timeout is None else self.host.clock.now() + _durations.parse(timeout)
+        st, lsn = self.host.call(shard, ("start", w, id, input, policy, deadline))
+        self.host.wait_durable(shard, lsn)
         return Run(self, st)
 
     def _start_via(
@@ -439,17 +289,17 @@ class Engine:
         due = None
         if delay is not None or at is not None:
             d = None if delay is None else _durations.parse(delay)
-            due = _delay.due_at(self._clock.now(), d, at)
+            due = _delay.due_at(self.host.clock.now(), d, at)
         seconds = None if timeout is None else _durations.parse(timeout)
-        order = self._clock.now() if due is None else due  # a delayed start queues by its due time
+        order = self.host.clock.now() if due is None else due  # a delayed start queues by its due time
         wtype, via, via_input = _concurrency.start_plan(w.name, id, input, limit, key, due, seconds, order)
-        shard = self._shard(via)
-        st, lsn = self._call(shard, ("start", self._workflows[wtype], via, via_input, policy))
-        self._durable(shard, lsn)
+        shard = self.host.shard_of(via)
+        st, lsn = self.host.call(shard, ("start", self.host.workflows[wtype], via, via_input, policy))
+        self.host.wait_durable(shard, lsn)
         if wtype == _concurrency.SLOT_TYPE and st.status == RUNNING:
             # The request is at the coordinator (durable) before this start returns, so starts made
             # one after another are admitted in that order; the slot's own request is then a no-op.
-            _concurrency.ask_for_slot(self, via, st.run, via_input)
+            _concurrency.ask_for_slot(self.host, via, st.run, via_input)
         return _Following(self, st, id)
 
     def execute(
@@ -470,7 +320,7 @@ class Engine:
 
     def run(self, id: str) -> Run:
         """A handle on the latest run of workflow ID ``id``."""
-        return Run(self, self._call(self._shard(id), ("run_of", id)))
+        return Run(self, self.host.call(self.host.shard_of(id), ("run_of", id)))
 
     def result(self, id: str, timeout: float | None = None) -> Any:
         """The result of the latest run of ``id`` (see :meth:`Run.result`).
@@ -506,7 +356,7 @@ class Engine:
     def _lookup(self, id: str) -> _RunState | None:
         """The latest run of ``id``, or None."""
         try:
-            return self._call(self._shard(id), ("run_of", id))
+            return self.host.call(self.host.shard_of(id), ("run_of", id))
         except NotFound:
             return None
 
@@ -539,9 +389,9 @@ class Engine:
     def signal(self, id: str, signal: Any, value: Any = None, dedup: Any = None) -> bool:
         """Send ``signal`` with ``value`` to the run; returns once durable (True), or False if it has ended."""
         name = _signal_name(signal)
-        shard = self._shard(id)
-        lsn = self._call(shard, ("signal", id, name, value, dedup))
-        self._durable(shard, lsn)
+        shard = self.host.shard_of(id)
+        lsn = self.host.call(shard, ("signal", id, name, value, dedup))
+        self.host.wait_durable(shard, lsn)
         return lsn is not None
 
     def cancel(self, id: str, reason: Any = None) -> bool:
@@ -557,9 +407,9 @@ class Engine:
             via = self._via(id, st)
             if via is not None:
                 id = via.id
-        shard = self._shard(id)
-        lsn = self._call(shard, ("cancel", id, reason))
-        self._durable(shard, lsn)
+        shard = self.host.shard_of(id)
+        lsn = self.host.call(shard, ("cancel", id, reason))
+        self.host.wait_durable(shard, lsn)
         return lsn is not None
 
     def terminate(self, id: str, reason: Any = None) -> bool:
@@ -569,21 +419,21 @@ class Engine:
         holders rebuilt from its slots (:func:`fusee.concurrency.survey`): the slots waiting on it are
         not stranded, and the limit still holds.
         """
-        shard = self._shard(id)
+        shard = self.host.shard_of(id)
         before = self._lookup(id) if id.startswith(_concurrency.COORDINATOR_TYPE + "/") else None
-        lsn = self._call(shard, ("terminate", id, reason))
-        self._durable(shard, lsn)
+        lsn = self.host.call(shard, ("terminate", id, reason))
+        self.host.wait_durable(shard, lsn)
         if before is not None and before.wtype == _concurrency.COORDINATOR_TYPE:
             try:
                 limit = _concurrency.Turns.of_plain(before.input).limit
             except (TypeError, ValueError):
                 limit = 1
-            _concurrency.ensure_coordinator(self, id, limit)
+            _concurrency.ensure_coordinator(self.host, id, limit)
         return lsn is not None
 
     def query(self, id: str, name: str, arg: Any = None) -> Any:
         """Ask the run's ``on_query(name, fn)`` handler: ``fn(arg)``."""
-        return self._call(self._shard(id), ("query", id, name, arg))
+        return self.host.call(self.host.shard_of(id), ("query", id, name, arg))
 
     def describe(self, id: str) -> dict[str, Any]:
         """The latest run of ``id``: status, type, version, timestamps, result or error, and its journal records.
@@ -597,10 +447,10 @@ class Engine:
             via = self._via(id, st)
             if via is not None:
                 return self._describe_via(id, via)
-        return self._call(self._shard(id), ("describe", id))
+        return self.host.call(self.host.shard_of(id), ("describe", id))
 
     def _describe_via(self, id: str, via: _RunState) -> dict[str, Any]:
-        d = self._call(self._shard(via.id), ("describe", via.id))
+        d = self.host.call(self.host.shard_of(via.id), ("describe", via.id))
         wtype, input, at = _concurrency.following(d["type"], d["input"])
         status = d["status"]
         if status == RUNNING:
@@ -611,7 +461,7 @@ class Engine:
             "type": wtype,
             "version": None,
             "status": status,
-            "shard": self._shard(id),
+            "shard": self.host.shard_of(id),
             "input": input,
             "started": d["started"],
             "finished": d["finished"],
@@ -630,7 +480,7 @@ class Engine:
         """
         out: list[dict[str, Any]] = []
         for shard in range(self.shards):
-            out.extend(self._call(shard, ("list", None)))
+            out.extend(self.host.call(shard, ("list", None)))
         by_id = {d["id"]: d for d in out}
         for d in out:
             if d["status"] != RUNNING or d["type"] not in (_concurrency.SLOT_TYPE, _delay.DELAY_TYPE):
@@ -651,9 +501,9 @@ class Engine:
         failures (``storage_failures``: flushes a full or failing disk voided)."""
         runs = {s: 0 for s in STATUSES}
         for shard in range(self.shards):
-            for k, v in self._call(shard, ("counts",)).items():
+            for k, v in self.host.call(shard, ("counts",)).items():
                 runs[k] = runs.get(k, 0) + v
-        j = self._journal.metrics()
+        j = self.host.journal.metrics()
         return {
             "runs": runs,
             "records": j["records"],
@@ -675,32 +525,30 @@ class Engine:
         out = {"runs_parked": 0, "runs_loaded": 0, "runs_waiting": 0, "parks": 0, "loads": 0}
         keys = {"parked": "runs_parked", "loaded": "runs_loaded", "waiting": "runs_waiting", "parks": "parks", "loads": "loads"}
         for shard in range(self.shards):
-            for k, v in self._call(shard, ("parking_stats",)).items():
+            for k, v in self.host.call(shard, ("parking_stats",)).items():
                 out[keys[k]] += v
-        out["recovered_log_records"] = self._recovery["log_records"]
-        out["recovered_checkpoint_records"] = self._recovery["checkpoint_records"]
+        out["recovered_log_records"] = self.host.recovery["log_records"]
+        out["recovered_checkpoint_records"] = self.host.recovery["checkpoint_records"]
         return out
 
     def _park_now(self, force: bool = True) -> None:
         """(Tests, benchmarks) run every shard's parking decision now; ``force``: park every paused run."""
         for shard in range(self.shards):
-            self._call(shard, ("park_now", force))
+            self.host.call(shard, ("park_now", force))
 
     def _next_wakeup(self) -> float | None:
         """(The test kit) the engine time of the next parking event on any shard (None: none)."""
-        due = [t for t in (self._call(shard, ("next_wakeup",)) for shard in range(self.shards)) if t is not None]
+        due = [t for t in (self.host.call(shard, ("next_wakeup",)) for shard in range(self.shards)) if t is not None]
         return min(due) if due else None
 
     def _checkpoint_all(self) -> list[int]:
         """Write every shard's checkpoint (runs stopped) once the journal is durable through it; its LSNs."""
         lsns = []
-        for shard, pid in enumerate(self._servers):
-            kind, cp = _gs.call(pid, ("checkpoint",), timeout=None)
-            if kind == "error":
-                raise cp
+        for shard, pid in enumerate(self.host.servers):
+            cp = self.host.call_server(pid, ("checkpoint",))
             if cp.lsn:
-                self._journal.wait_durable(shard, cp.lsn)
-            _store.write(os.path.join(self._journal.path, f"shard-{shard}"), cp, self._journal.disk)
+                self.host.journal.wait_durable(shard, cp.lsn)
+            _store.write(os.path.join(self.host.journal.path, f"shard-{shard}"), cp, self.host.journal.disk)
             lsns.append(cp.lsn)
         return lsns
 
@@ -715,27 +563,27 @@ class Engine:
             return
         lsns: list[int] = []
         try:
-            for pid in self._servers:
-                _gs.call(pid, ("stop_runs",), timeout=None)
-            if self._checkpoint_on_shutdown and self._journal.path is not None and self._servers:
+            for pid in self.host.servers:
+                self.host.call_server(pid, ("stop_runs",))
+            if self._checkpoint_on_shutdown and self.host.journal.path is not None and self.host.servers:
                 try:
                     lsns = self._checkpoint_all()
                 except (OSError, StorageError) as exc:
                     # nothing is lost: the log holds every record, the next open replays it
                     warnings.warn(f"fusee: no checkpoint written ({exc}); the next open replays the log", RuntimeWarning, 2)
                     lsns = []
-            for pid in self._servers:
+            for pid in self.host.servers:
                 _gs.stop(pid)
         finally:
-            self.closed = True
-            self._journal.close(keep_lock=True)
+            self.host.closed = True
+            self.host.journal.close(keep_lock=True)
         try:
             for shard, lsn in enumerate(lsns):
-                self._journal.delete_before(shard, lsn)
+                self.host.journal.delete_before(shard, lsn)
         except OSError as exc:  # the segments left are skipped at the next open (the checkpoint holds them)
             warnings.warn(f"fusee: old segments not deleted ({exc})", RuntimeWarning, 2)
         finally:
-            self._journal.unlock()
+            self.host.journal.unlock()
 
     close = shutdown
 
@@ -744,3 +592,101 @@ class Engine:
 
     def __exit__(self, *exc: Any) -> None:
         self.shutdown()
+
+
+def open_engine(
+    path: str | None,
+    workflows: Iterable[Workflow] = (),
+    shards: int | None = None,
+    *,
+    segment_size: int | None = None,
+    zero_fill: bool = True,
+    max_live_runs: int | None = None,
+    clock: Clock | None = None,
+    park_after: float | None = 60.0,
+    memory_budget: int | None = None,
+    retention: float | None = None,
+    checkpoint_on_shutdown: bool = True,
+    disk: Disk = DISK,
+    step_hook: StepHook | None = None,
+    engine_type: "type[Engine] | None" = None,
+) -> "Engine":
+    """:meth:`Engine.open` (its options and errors), plus what the test kit passes: ``step_hook``
+    (its step mocks, :data:`fusee.host.StepHook`, in place before the first recovered run starts).
+    ``engine_type``: the :class:`Engine` subclass to make (default: :class:`Engine`)."""
+    if engine_type is None:
+        engine_type = Engine
+    if max_live_runs is not None and (type(max_live_runs) is not int or max_live_runs < 1):
+        raise ValueError(f"max_live_runs is None or an int > 0, not {max_live_runs!r}")
+    for name, v in (("park_after", park_after), ("retention", retention)):
+        if v is not None and (type(v) not in (int, float) or not v >= 0):
+            raise ValueError(f"{name} is None or a number of seconds >= 0, not {v!r}")
+    if memory_budget is not None and (type(memory_budget) is not int or memory_budget < 0):
+        raise ValueError(f"memory_budget is None or an int >= 0 (bytes), not {memory_budget!r}")
+    if shards is not None and (type(shards) is not int or shards < 1):
+        raise ValueError(f"shards is None or an int > 0, not {shards!r}")
+    registry: dict[str, Workflow] = {}
+    for wf in workflows:
+        if type(wf) is not Workflow:
+            raise TypeError(f"workflows are @fusee.workflow functions, not {wf!r}")
+        held = registry.get(wf.name)
+        if held is not None and held is not wf:
+            raise ValueError(f"two workflows named {wf.name!r}")
+        registry[wf.name] = wf
+    for wf in _builtin_workflows():  # fusee.queued, fusee.concurrency, fusee.delay: in every engine
+        if wf.name in registry:
+            raise ValueError(f"{wf.name!r} is a built-in workflow type of fusee")
+        registry[wf.name] = wf
+    lock = layout = None
+    checkpoints: list[Any] = []
+    if path is None:
+        shards = 4 if shards is None else shards
+    else:
+        lock = _directory.lock(os.fspath(path))
+        try:
+            layout = _directory.open_layout(path, shards, segment_size, 4, DEFAULT_SEGMENT_SIZE)
+            shards = layout[0].shards
+            for shard in range(shards):
+                d = os.path.join(path, f"shard-{shard}")
+                checkpoints.append(_store.load(d, shard) if os.path.isdir(d) else None)
+        except BaseException:
+            lock.release()
+            raise
+    servers: list[Any] = []  # the host's shard servers, filled as they start: a void (a failed write) goes to its shard's
+    try:
+        journal = Journal.open(
+            path,
+            shards,
+            segment_size=segment_size,
+            zero_fill=zero_fill,
+            after=[cp.lsn if cp else 0 for cp in checkpoints],
+            disk=disk,
+            lock=lock,
+            layout=layout,
+            on_void=lambda shard, lo, hi, err: _e.send(servers[shard], (_VOID, lo, hi, err)),
+        )
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    settings = _parking.Settings(
+        None if park_after is None else float(park_after),
+        memory_budget,
+        None if retention is None else float(retention),
+    )
+    try:
+        host = Host(
+            journal,
+            registry,
+            shards,
+            clock=REAL_CLOCK if clock is None else clock,
+            parking=settings,
+            max_live_runs=max_live_runs,
+            checkpoints=checkpoints,
+            step_hook=step_hook,
+            servers=servers,
+        )
+    except BaseException:
+        journal.close()
+        raise
+    return engine_type(host, checkpoint_on_shutdown=bool(checkpoint_on_shutdown))

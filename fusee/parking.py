@@ -7,7 +7,7 @@ shard server's run table (and, at a clean shutdown, in a checkpoint).  Whatever
 wakes it (a timer due, a signal, a cancel, a child's result) spawns its process
 again, which replays the history: exactly what recovery does at an open.
 
-The shard server (:mod:`fusee.engine`) executes what these functions decide;
+The shard server (:mod:`fusee.shard`) executes what these functions decide;
 they read nothing but their arguments.  The measurement behind "memory per
 parked run" is :func:`fusee.testing.parked_memory`.
 """
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Hashable, Iterable
 
 __all__ = [
+    "Settings",
     "Waiting",
     "LOADED_RUN_BYTES",
     "RECORD_BYTES",
@@ -32,6 +33,22 @@ __all__ = [
 LOADED_RUN_BYTES = 16 * 1024
 #: Estimated bytes one decoded record costs in memory.
 RECORD_BYTES = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """An engine's parking and retention settings (see :meth:`fusee.Engine.open`): ``park_after``
+    (seconds a run waits before it is parked; None: never), ``memory_budget`` (bytes over every
+    shard; None: none), ``retention`` (seconds a finished run is kept; None: forever)."""
+
+    park_after: float | None = None
+    memory_budget: int | None = None
+    retention: float | None = None
+
+    @property
+    def parks(self) -> bool:
+        """Whether runs are ever parked (a waiting run tells its shard server so)."""
+        return self.park_after is not None or self.memory_budget is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,31 +26,65 @@ from .errors import (
 )
 from .replay import CHILD, History, Machine
 from .workflow import _WAKE, IdPolicy, Workflow
-from .run import (
+from .ctx import _WAITING, _deliver_send
+from .run_family import (
     _CHILD_DONE,
     _PARENT_CLOSED,
-    _TICK,
-    _WAITING,
-    RUNNING,
-    _deliver_send,
-    _RunState,
     _children_to_close,
     _close_children,
-    _origin_of,
-    _STALLED,
-    _run_main,
     _same_parent,
     _same_parent_run,
     _tell_parents,
 )
+from .run_process import _STALLED, _run_main
+from .run_state import RUNNING, _origin_of, _RunState
+
+_TICK = "fusee_park_tick"  # the parking timer's message to its own shard server
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from .host import Host
 
 _VOID = "fusee_void"  # (tag, lo, hi, error): the journal voided this shard's LSNs lo..hi (a failed write)
 _RETRY = "fusee_storage_retry"  # (tag,): the pause after a storage failure is over: load the runs again
 _BACKOFF_FIRST = 0.05  # seconds before runs are loaded again after a storage failure; doubled while it fails
 _BACKOFF_MAX = 2.0
+
+#: The shard server's vocabulary: each request kind (``handle_call``'s ``request[0]``) and the method
+#: answering it, which takes the request's other items.  Named, not bound, so a test may patch a method.
+CALLS: dict[str, str] = {
+    # the API (fusee.engine) and the inner modules (fusee.ctx, fusee.run_process, fusee.concurrency)
+    "start": "_start",  # (wf, id, input, policy[, deadline, parent, origin]) -> (run state, LSN of its Start)
+    "run_of": "_run_of",  # (id) -> the latest run's state (NotFound)
+    "watch": "_watch",  # (run state, alias) -> True if it ended, else (_DONE, alias) is sent when it does
+    "successor": "_successor",  # (run state that continued as new) -> the latest run of its ID
+    "signal": "_signal",  # (id, name, value, dedup) -> LSN, or None if the run ended
+    "cancel": "_cancel",  # (id, reason) -> LSN, or None if the run ended
+    "terminate": "_terminate",  # (id, reason) -> LSN, or None if the run ended
+    "query": "_query",  # (id, name, arg) -> the run's handler's answer
+    "describe": "_describe",  # (id) -> a dict
+    "list": "_list",  # (status or None) -> [dict]
+    "counts": "_counts",  # () -> {status: count}
+    "child": "_child",  # (Child record, parent ref) -> LSN of the child's Start
+    "continue": "_continue",  # (run state, input) -> the next run's state
+    # the engine's life
+    "resume": "_resume",  # () after every shard's server is up: start the recovered runs
+    "stop_runs": "_stop_runs",  # () before shutdown
+    "checkpoint": "_checkpoint",  # () -> a fusee.store.Checkpoint (runs stopped)
+    # parking (tests, bench, the test kit)
+    "park_now": "_park_now",  # (force)
+    "next_wakeup": "_next_wakeup",  # () -> engine time, or None
+    "parking_stats": "_parking_stats",  # () -> {parked, loaded, waiting, parks, loads}
+}
+
+
+class _Refused(Exception):
+    """A request's answer is an error that is not a :class:`fusee.errors.Error` (a query handler's):
+    sent to the caller, the server unharmed."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
 
 # -- the shard server --------------------------------------------------------------------
 
@@ -64,15 +98,15 @@ def _ended_since(cur: _RunState, rec: r.Child) -> bool:
 class _ShardServer(_gs.GenServer):
     """A shard's state: runs by workflow ID, run numbers, and every request routed to a run."""
 
-    def __init__(self, engine: "Engine", shard: int, recovered: list[_RunState], next_run: int) -> None:
-        self.engine = engine
+    def __init__(self, host: "Host", shard: int, recovered: list[_RunState], next_run: int) -> None:
+        self.host = host
         self.shard = shard
-        self.home = engine._journal.home(shard)
+        self.home = host.journal.home(shard)
         self.runs: dict[str, _RunState] = {}
         self.all: list[_RunState] = []
         self.next_run = next_run
         self._recovered = recovered
-        self.max_live = engine._max_live_runs
+        self.max_live = host.max_live_runs
         self.live: set[_RunState] = set()  # kept only when max_live bounds it; pruned lazily
         self.monitors: dict[Any, _RunState] = {}  # monitor ref -> the run whose process it watches
         # parking (fusee.parking): paused loaded runs that said so, parked runs' wake-ups, one timer
@@ -100,7 +134,7 @@ class _ShardServer(_gs.GenServer):
         ``Send`` records of unfinished runs (their targets deduplicate).  A waiting parent re-asks its children
         as its code replays to their ``Child`` operations (:meth:`Ctx._child_op`).  Every ended parent (its
         ``Done`` recovered, so durable) closes its children again: a crash just after its ``Done`` became
-        durable may have lost the first telling (:func:`fusee.run._close_children`, idempotent)."""
+        durable may have lost the first telling (:func:`fusee.run_family._close_children`, idempotent)."""
         for st in list(self.all):
             if st.status != RUNNING and st.machine.history.done is not None:
                 _close_children(st, durable=True)
@@ -118,8 +152,8 @@ class _ShardServer(_gs.GenServer):
         a ``Send`` replays to nothing, so whatever lost its delivery (a crash, a failed write) is made good."""
         sends = st.machine.history.sends
         if sends:
-            engine, sender = self.engine, st.id
-            _e.spawn(lambda: [_deliver_send(engine, sender, s) for s in sends], dispatcher=self.home)
+            host, sender = self.host, st.id
+            _e.spawn(lambda: [_deliver_send(host, sender, s) for s in sends], dispatcher=self.home)
 
     def _deliver(self, st: _RunState, rec: Any) -> int:
         """Record ``rec`` (a Signal, Cancel or ChildDone) in running run ``st`` and wake it: every wake-up of a
@@ -149,7 +183,7 @@ class _ShardServer(_gs.GenServer):
         if cur is not None and (cur.status == RUNNING or _same_parent_run(cur.parent, parent) or _ended_since(cur, rec)):
             st = cur
         else:
-            wf = self.engine._workflow(rec.wtype)
+            wf = self.host.workflow(rec.wtype)
             st, _ = self._start(wf, rec.id, rec.input, IdPolicy("attach", "start_new"), rec.deadline, parent)
         if parent.get("wait"):
             if st.status == RUNNING:
@@ -179,7 +213,7 @@ class _ShardServer(_gs.GenServer):
             st.finish("continued", input, ("continued", input))
         if self.runs.get(st.id) is not st:
             return self.runs[st.id]
-        wf = self.engine._workflow(st.wtype)
+        wf = self.host.workflow(st.wtype)
         new, _ = self._start(wf, st.id, input, IdPolicy("fail", "start_new"), st.deadline, st.parent, _origin_of(st))
         for sig in st.machine.history.unconsumed:  # signals that raced the end go on to the new run, not lost
             self._deliver(new, r.Signal(new.run, sig.name, sig.dedup, sig.payload))
@@ -265,7 +299,7 @@ class _ShardServer(_gs.GenServer):
         self.waiting.clear()
         self.wakeups = []
         self.stalled = [st for st in kept if st.status == RUNNING]
-        self.engine._journal.resume(self.shard)
+        self.host.journal.resume(self.shard)
         self._arm_retry()
 
     def _arm_retry(self) -> None:
@@ -301,24 +335,24 @@ class _ShardServer(_gs.GenServer):
         if st.status != RUNNING or st.parking or st.pid is None or st.waiting_since is None:
             return
         self.waiting.add(st)
-        e = self.engine
-        if e._memory_budget is not None:
-            self._arm(e._clock.now())
-        elif e._park_after is not None:
-            self._arm(st.waiting_since + e._park_after)
+        e = self.host
+        if e.parking.memory_budget is not None:
+            self._arm(e.clock.now())
+        elif e.parking.park_after is not None:
+            self._arm(st.waiting_since + e.parking.park_after)
 
     def _arm(self, at: float) -> None:
         """Have a tick arrive at engine time ``at`` (unless one is due no later)."""
         if self.timer_at is not None and self.timer_at <= at:
             return
         self.timer_at = at
-        _timer.send_after(max(0.0, at - self.engine._clock.now()), _e.self(), _TICK)
+        _timer.send_after(max(0.0, at - self.host.clock.now()), _e.self(), _TICK)
 
     def _park_tick(self, force: bool = False) -> None:
         """Load the parked runs now due, park the waiting runs :func:`fusee.parking.to_park` picks
         (``force``: every waiting run), forget runs past retention; arm the next tick."""
-        e = self.engine
-        now = e._clock.now()
+        e = self.host
+        now = e.clock.now()
         if force:
             self.waiting.update(st for st in self.all if st.pid is not None and st.waiting_since is not None)
         while self.wakeups and self.wakeups[0][0] <= now:
@@ -328,7 +362,7 @@ class _ShardServer(_gs.GenServer):
         for st in [st for st in self.waiting if st.status != RUNNING or st.waiting_since is None or st.parking]:
             self.waiting.discard(st)
         ws = [_parking.Waiting(st, st.waiting_since, _parking.run_bytes(len(st.machine.history))) for st in self.waiting]
-        budget = e._memory_budget
+        budget = e.parking.memory_budget
         if force:
             chosen = [w.key for w in ws]
         else:
@@ -338,12 +372,12 @@ class _ShardServer(_gs.GenServer):
                 loaded = sum(
                     _parking.run_bytes(len(st.machine.history)) for st in self.all if st.pid is not None and st.status == RUNNING
                 )
-            chosen = _parking.to_park(now, e._park_after, budget, loaded, ws)
+            chosen = _parking.to_park(now, e.parking.park_after, budget, loaded, ws)
         for st in chosen:
             self._park(st)
-        if e._retention is not None:
+        if e.parking.retention is not None:
             self._forget(now)
-        nxt = _parking.next_check(e._park_after, [w for w in ws if w.key in self.waiting])
+        nxt = _parking.next_check(e.parking.park_after, [w for w in ws if w.key in self.waiting])
         if self.wakeups:
             nxt = self.wakeups[0][0] if nxt is None else min(nxt, self.wakeups[0][0])
         if nxt is not None:
@@ -398,7 +432,7 @@ class _ShardServer(_gs.GenServer):
 
     def _forget(self, now: float) -> None:
         """Drop the finished runs past ``retention`` (``result`` gives NotFound)."""
-        keep = self.engine._retention
+        keep = self.host.parking.retention
         gone = [st for st in self.all if st.status != RUNNING and _parking.expired(st.finished, now, keep)]
         if gone:
             dead = set(gone)
@@ -415,7 +449,7 @@ class _ShardServer(_gs.GenServer):
         """(The test kit's virtual time) the engine time of this shard's next parking event: a parked
         run due to wake, or a waiting run due to be parked; None if there is none."""
         due = [at for at, _, st in self.wakeups if st.parked and st.wake_at == at]
-        park_after = self.engine._park_after
+        park_after = self.host.parking.park_after
         if park_after is not None:
             due += [st.waiting_since + park_after for st in self.waiting if st.waiting_since is not None]
         return min(due) if due else None
@@ -429,15 +463,15 @@ class _ShardServer(_gs.GenServer):
     def _checkpoint(self) -> _store.Checkpoint:
         """This shard's checkpoint at the journal's last LSN (runs stopped): every unfinished run's
         records, and each retained finished run's ``Start`` and ``Done``."""
-        e = self.engine
-        now = e._clock.now()
+        e = self.host
+        now = e.clock.now()
         out: list[tuple[int, Any]] = []
         for st in self.all:
             h = st.machine.history
             recs = h.records
             if h.done is None:
                 out.extend(recs)
-            elif not _parking.expired(st.finished, now, e._retention):
+            elif not _parking.expired(st.finished, now, e.parking.retention):
                 out.append(recs[0])
                 closes = {(c.run, c.seq) for c in _children_to_close(st)}
                 if closes:  # the Child records its end closes, for the open to close them again
@@ -445,7 +479,7 @@ class _ShardServer(_gs.GenServer):
                 out.append(recs[-1])
         out.sort(key=lambda p: p[0])
         bodies = [(lsn, r.encode_record(rec)) for lsn, rec in out]
-        return _store.Checkpoint(self.shard, e._journal.last_lsn(self.shard), self.next_run, bodies)
+        return _store.Checkpoint(self.shard, e.journal.last_lsn(self.shard), self.next_run, bodies)
 
     def _died(self, st: _RunState, reason: Any) -> None:
         """A run process exited: if its run is still running, it died of a bug (or a kill) without ending it.
@@ -496,19 +530,29 @@ class _ShardServer(_gs.GenServer):
             raise Busy(self.shard)
 
     def handle_call(self, request: Any, from_: Any, state: Any) -> Any:
+        """Answer ``request`` (``(kind, *args)``, ``kind`` one of :data:`CALLS`) with ``("ok", value)``, or
+        ``("error", exc)`` for a deliberate refusal: a :class:`fusee.errors.Error` the request raised (the
+        caller's mistake or the run's state: NotFound, AlreadyExists, Busy, StorageError, ...), an error
+        a query handler (user code) raised, or an unknown request (ValueError).  Anything else escapes:
+        a bug of this server crashes it (let it crash) rather than pass for an answer."""
+        name = CALLS.get(request[0]) if type(request) is tuple and request and type(request[0]) is str else None
+        if name is None:
+            return ("reply", ("error", ValueError(f"the shard server takes no request {request!r:.200} (it takes: {sorted(CALLS)})")), state)
         try:
-            reply = ("ok", getattr(self, "_" + request[0])(*request[1:]))
-        except Exception as exc:
+            reply = ("ok", getattr(self, name)(*request[1:]))
+        except Error as exc:
             reply = ("error", exc)
+        except _Refused as exc:
+            reply = ("error", exc.error)
         return ("reply", reply, state)
 
     def _find(self, id: str) -> _RunState:
         st = self.runs.get(id)
         if st is None:
             raise NotFound(id)
-        keep = self.engine._retention
-        if keep is not None and st.status != RUNNING and _parking.expired(st.finished, self.engine._clock.now(), keep):
-            self._forget(self.engine._clock.now())
+        keep = self.host.parking.retention
+        if keep is not None and st.status != RUNNING and _parking.expired(st.finished, self.host.clock.now(), keep):
+            self._forget(self.host.clock.now())
             raise NotFound(id)
         return st
 
@@ -536,14 +580,14 @@ class _ShardServer(_gs.GenServer):
             self._check_busy(ending)  # before any terminate: a Busy start records nothing
         run = self.next_run
         start = r.Start(
-            run, id, wf.name, wf.version, self.engine._clock.now(), input, policy.plain(), deadline, parent, origin
+            run, id, wf.name, wf.version, self.host.clock.now(), input, policy.plain(), deadline, parent, origin
         )
         body = r.encode_record(start)  # NotSerializable: nothing recorded, nothing terminated
         if ending is not None:
             self._terminate(id, "terminated by a new start (IdPolicy terminate)")
         self.next_run = run + 1
-        st = _RunState(self.engine, self.shard, start, Machine(), wf)
-        lsn = self.engine._journal.append(self.shard, body)
+        st = _RunState(self.host, self.shard, start, Machine(), wf)
+        lsn = self.host.journal.append(self.shard, body)
         st.machine.record(start, lsn)
         st.start_lsn = lsn
         self.runs[id] = st
@@ -591,7 +635,10 @@ class _ShardServer(_gs.GenServer):
         fn = st.queries.get(name)
         if fn is None:
             raise Error(f"run {id!r} answers no query {name!r} (it answers: {sorted(st.queries)})")
-        return fn(arg)
+        try:
+            return fn(arg)
+        except Exception as exc:  # the workflow's code, not this server's: the caller's answer
+            raise _Refused(exc) from None
 
     def _describe(self, id: str) -> dict[str, Any]:
         st = self._find(id)

@@ -35,8 +35,8 @@ from gevent import monkey as _monkey
 
 from . import records as _r
 from .disk import OPS, Disk
-from .engine import Clock, Engine, IdPolicy, Run, Workflow
-from .run import _takes_step_context
+from .engine import Clock, Engine, IdPolicy, Run, Workflow, open_engine
+from .ctx import _takes_step_context
 
 __all__ = [
     "VirtualClock",
@@ -151,20 +151,10 @@ class VirtualClock(Clock):
 # -- the engine ------------------------------------------------------------------------------
 
 
-class _Core(Engine):
-    """A fusee.Engine whose step mocks are in place before its first (recovered) run starts."""
-
-    _mocks_at_open: dict = {}
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._mocks = type(self)._mocks_at_open
-
-
 class _Mocks(dict):
-    """``(workflow type, step name) -> body``, as ``Engine._mocks``; every body the engine takes from it
-    (mocked or not: it is consulted for each step body about to run) is wrapped to report ``s.key`` to
-    ``on_body`` first, when set."""
+    """``(workflow type, step name) -> body``: the engine's step hook (:data:`fusee.host.StepHook`).
+    Every body the engine takes from it (mocked or not: it is consulted for each step body about to
+    run) is wrapped to report ``s.key`` to ``on_body`` first, when set."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -224,9 +214,10 @@ class TestEngine:
         self.engine: Engine = self._open()
 
     def _open(self) -> Engine:
-        core = type("_Core", (_Core,), {"_mocks_at_open": self._mocks})
         try:
-            return core.open(self.path, self.workflows, self.shards, clock=self.clock, **self._options)
+            return open_engine(
+                self.path, self.workflows, self.shards, clock=self.clock, step_hook=self._mocks, **self._options
+            )
         except BaseException:
             self._remove_dir()
             raise
@@ -255,7 +246,7 @@ class TestEngine:
         return self.clock.advance_to(t)
 
     def _progress(self) -> tuple[int, ...]:
-        j = self.engine._journal
+        j = self.engine.host.journal
         return tuple(j.durable_lsn(s) for s in range(self.shards))
 
     def _result_of(self, st: Any, timeout: float | None) -> Any:
@@ -279,7 +270,7 @@ class TestEngine:
         """Jump to the next virtual deadline: a run paused on the clock, or a parking event (a parked
         run due to wake, a waiting run due to be parked), whichever comes first; False if none."""
         at = self.clock.next_deadline()
-        parking = self.engine._next_wakeup() if self.engine._park_after is not None else None
+        parking = self.engine._next_wakeup() if self.engine.host.parking.park_after is not None else None
         if parking is not None and (at is None or parking < at):
             at = parking
         if at is None:
@@ -332,8 +323,8 @@ class TestEngine:
         eng = self.engine
         if eng.closed:
             return
-        eng.closed = True
-        j = eng._journal
+        eng.host.closed = True
+        j = eng.host.journal
         homes = {j.home(s) for s in range(self.shards)}
         flushers = {s.pid for s in j._shards}
         doomed = [
@@ -442,7 +433,7 @@ class _Bodies:
 
 def _durable_step_keys(engine: Engine) -> set[str]:
     """The keys (``"<id>/<run>/<seq>"``) of every step whose final ``Step`` record the journal recovered."""
-    j = engine._journal
+    j = engine.host.journal
     keys: set[str] = set()
     for shard in range(engine.shards):
         ids: dict[int, str] = {}
@@ -500,7 +491,7 @@ def crash_everywhere(
     workflows = list(workflows)
     t0 = time.time() if start is None else float(start)
     with TestEngine(workflows, shards, clock=VirtualClock(t0)) as clean:
-        rec = _Recorder(clean.engine._journal, None, None)
+        rec = _Recorder(clean.engine.host.journal, None, None)
         clean._mocks.on_body = _Bodies()
         result = case(clean)
         boundaries = rec.count
@@ -526,11 +517,11 @@ def _trial(
         before = _Bodies()
         eng._mocks.on_body = before
         driver = _e.self()
-        rec = _Recorder(eng.engine._journal, k, driver)
+        rec = _Recorder(eng.engine.host.journal, k, driver)
         case_pid = _e.spawn(_case_main, case, eng, driver)
         try:
             _await_crash_point(rec, k, timeout)
-            j = eng.engine._journal
+            j = eng.engine.host.journal
             for shard, lsn in rec.last.items():
                 j.wait_durable(shard, lsn)
         finally:

@@ -16,7 +16,7 @@ from .crc32c import crc32c
 
 
 if TYPE_CHECKING:
-    from .run import Ctx
+    from .ctx import Ctx
 
 _WAKE = "fusee_wake"
 

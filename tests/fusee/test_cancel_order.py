@@ -118,7 +118,7 @@ def reopen(request):
 
     def reopen_(te: TestEngine) -> None:
         if request.param == "crash":
-            j = te.engine._journal
+            j = te.engine.host.journal
             for s in range(te.shards):
                 assert j.wait_durable(s, j.last_lsn(s), timeout=10)
             te.crash()

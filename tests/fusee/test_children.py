@@ -163,7 +163,7 @@ def test_a_timed_out_child_raises_child_failed(opener):
 @pytest.mark.parametrize(("how", "error"), [("terminate", fusee.Terminated), ("request_cancel", fusee.Cancelled)])
 def test_an_open_closes_the_children_of_a_parent_whose_close_was_lost(tmp_path, monkeypatch, how, error, checkpoint):
     """A crash just after a parent's ``Done`` is durable loses the telling of its children: the open does it again."""
-    from fusee import run as fusee_run
+    from fusee import run_state as fusee_run  # finish() tells parents and closes children from there
 
     path = str(tmp_path / "data")
     wfs = [waiter, parent_of_waiter]
@@ -188,7 +188,7 @@ def test_an_open_closes_the_children_of_a_parent_whose_close_was_lost(tmp_path, 
 
 
 def test_an_open_leaves_an_abandoned_child_and_a_child_started_since_by_another_alone(tmp_path, monkeypatch):
-    from fusee import run as fusee_run
+    from fusee import run_state as fusee_run  # finish() tells parents and closes children from there
 
     path = str(tmp_path / "data")
     wfs = [waiter, parent_of_waiter]

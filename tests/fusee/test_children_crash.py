@@ -176,7 +176,7 @@ def ordered_sender(ctx, target):
 def ordered_target(ctx, sender_shard):
     ctx.wait_for("go")
     # runs once the target's Signal and Waited are durable: is the sender's Send durable by now?
-    return ctx.step("look", lambda: ORDER.update(seen=ORDER["engine"]._journal.durable_lsn(sender_shard), slow=None))
+    return ctx.step("look", lambda: ORDER.update(seen=ORDER["engine"].host.journal.durable_lsn(sender_shard), slow=None))
 
 
 def test_signal_workflow_delivers_only_once_its_send_is_durable(tmp_path, monkeypatch):
@@ -228,7 +228,7 @@ def test_a_parents_end_closes_its_children_only_once_durable(tmp_path, monkeypat
         if ORDER["slow"] is not None and f"{os.sep}shard-0{os.sep}" in where:
             time.sleep(0.2)  # the emulated slow disk of shard 0 (not a synchronisation)
         if ORDER["slow"] is not None and f"{os.sep}shard-1{os.sep}" in where:
-            seen.append((ORDER["engine"]._journal.last_lsn(1), ORDER["engine"]._journal.durable_lsn(0)))
+            seen.append((ORDER["engine"].host.journal.last_lsn(1), ORDER["engine"].host.journal.durable_lsn(0)))
         real(fd)
 
     monkeypatch.setattr(os, "fdatasync", fdatasync)

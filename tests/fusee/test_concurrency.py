@@ -507,7 +507,7 @@ def test_a_coordinator_that_ended_unseen_is_restarted_by_the_next_slot(opener):
     start_all(eng, sync2, ids[:4], tr, 2)
     queued_behind(eng, ids[2:4])
     cid = c.coordinator_id("sync2")
-    assert eng._call(eng._shard(cid), ("terminate", cid, "behind the engine's back")) is not None
+    assert eng.host.call(eng.host.shard_of(cid), ("terminate", cid, "behind the engine's back")) is not None
     assert eng.describe(cid)["status"] == "terminated"
     eng.start(sync2, "u4", {"n": 4})  # a new start reaches a live coordinator: queued behind u2, u3
     t = queued_behind(eng, ["u2", "u3", "u4"])
@@ -527,7 +527,7 @@ def test_a_coordinator_ended_while_slots_wait_is_restarted_by_a_holder(opener):
     start_all(eng, sync1, ids, tr, 1)
     queued_behind(eng, ids[1:], "sync1")
     cid = c.coordinator_id("sync1")
-    eng._call(eng._shard(cid), ("terminate", cid, "gone"))
+    eng.host.call(eng.host.shard_of(cid), ("terminate", cid, "gone"))
     release_in_order(eng, tr, ids, 1)
     assert tr.started == ids
     assert eng.describe(cid)["status"] == "running"
@@ -616,7 +616,7 @@ def test_a_cancel_of_an_admitted_slot_goes_to_its_run_and_the_turn_waits_for_its
 def hold_child_start(eng, id):
     """Make the first start of child run ``id`` wait, after its ``Child`` is recorded, for ``"proceed"``
     (the process starting it reports ``("asking", pid)`` first): the window before the run exists."""
-    orig = eng._call
+    orig = eng.host.call
     armed = [True]
 
     def _call(shard, request):
@@ -626,7 +626,7 @@ def hold_child_start(eng, id):
             assert e.receive(lambda m: m if m == "proceed" else NOMATCH, timeout=10) == "proceed"
         return orig(shard, request)
 
-    eng._call = _call
+    eng.host.call = _call
 
 
 def test_cancel_in_the_window_before_the_run_exists_cancels_the_run(opener):

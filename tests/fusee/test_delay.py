@@ -46,7 +46,7 @@ class ShiftClock(Clock):
 
 @fusee.workflow("later")
 def later(ctx, inp):
-    ctx.step("ran", lambda: tell("ran", ctx.workflow_id, ctx._st.engine._clock.now()))
+    ctx.step("ran", lambda: tell("ran", ctx.workflow_id, ctx._st.host.clock.now()))
     return inp
 
 

@@ -10,6 +10,7 @@ import pytest
 import ensemble as e
 import fusee
 import fusee.run
+import fusee.run_process
 from ensemble import NOMATCH, TIMEOUT
 from fusee import records as r
 
@@ -166,7 +167,7 @@ def values(ctx, _):
 
 @fusee.workflow("gated")
 def gated(ctx, _):
-    journal = ENGINES["gated"]._journal
+    journal = ENGINES["gated"].host.journal
     st = ctx._st
 
     def observe(name):
@@ -260,7 +261,7 @@ def test_start_and_signal_return_once_durable(disk, monkeypatch):
     monkeypatch.setattr(os, "fdatasync", lambda fd: (time.sleep(0.02), real(fd))[1])
     engine = disk([two_steps])
     engine.start(two_steps, "acked", 1)
-    journal = engine._journal
+    journal = engine.host.journal
     shard = engine.describe("acked")["shard"]
     start_lsn = engine.describe("acked")["journal"][0][0]
     assert journal.durable_lsn(shard) >= start_lsn
@@ -716,7 +717,7 @@ def test_a_bug_escaping_the_engine_fails_the_run_in_memory(opener, monkeypatch):
     def broken(exc):
         raise RuntimeError("a bug in the engine")
 
-    monkeypatch.setattr(fusee.run, "failure_of", broken)
+    monkeypatch.setattr(fusee.run_process, "failure_of", broken)  # where the run process takes it from
     engine = opener([raises])
     run = engine.start(raises, "bug")
     await_probe("raising")

@@ -399,7 +399,7 @@ def test_a_childs_result_delivered_just_before_its_parent_is_parked_is_not_lost(
 def test_a_lost_child_done_of_an_attached_child_is_recovered(tmp_path, monkeypatch):
     """The parent attached to a child its ``start_child`` began; the child ends but the parent's shard never
     hears (the telling lost: a crash); the reopened parent asks again and must get that child's outcome."""
-    from fusee import run as fusee_run
+    from fusee import run_state as fusee_run  # finish() tells parents and closes children from there
 
     path = str(tmp_path / "j")
     ids = _elsewhere(1, shard_of("pp", 4), 4)
@@ -426,7 +426,7 @@ def test_a_lost_child_done_of_a_foreign_attached_child_is_recovered(tmp_path, mo
     """The parent attached to a run it did not start; the run ends, the parent's shard never hears (the
     telling lost: a crash); the reopened parent asks again and takes that run's outcome (it ended after
     the parent asked), and no second run of the ID starts."""
-    from fusee import run as fusee_run
+    from fusee import run_state as fusee_run  # finish() tells parents and closes children from there
 
     path = str(tmp_path / "j")
     [id] = _elsewhere(1, shard_of("att", 4), 4)

@@ -231,7 +231,7 @@ def test_crash_everywhere_detects_a_durable_step_whose_body_runs_again(monkeypat
         value = real_step(self, name, fn, retry, read_only)
         if name == "one":
             st = self._st
-            body = st.engine._mocks.get((st.wtype, name), fn)  # the kit counts what the engine takes from here
+            body = st.host.step_body(st.wtype, name, fn)  # the kit counts what the engine takes from here
             body(fusee.StepContext(f"{st.id}/{st.run}/0", name, 1))
         return value
 

@@ -1,0 +1,177 @@
+"""A run's in-memory state (:class:`_RunState`): its records (its machine), status, outcome, waiters,
+parking marks; appending a record, finishing.  Shared by its shard server and its process."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import ensemble as _e
+
+from . import records as r
+from .errors import Cancelled, DeterminismError, Error, Failed, NotSerializable, Terminated, TimedOut
+from .replay import Machine
+from .workflow import Workflow
+from .run_family import _close_children, _tell_parents
+
+if TYPE_CHECKING:
+    from .host import Host
+
+_DONE = "fusee_done"
+RUNNING = "running"
+STATUSES = ("running", "completed", "failed", "cancelled", "terminated", "continued", "timed_out")
+
+
+# -- a run ---------------------------------------------------------------------------------
+
+
+class _RunState:
+    """One run: identity, machine, status and outcome; shared by its shard server and its process."""
+
+    __slots__ = (
+        "host",
+        "shard",
+        "id",
+        "run",
+        "wtype",
+        "version",
+        "wf",
+        "input",
+        "machine",
+        "status",
+        "pid",
+        "waiters",
+        "done_lsn",
+        "outcome",
+        "queries",
+        "started",
+        "finished",
+        "start_lsn",
+        "determinism",
+        "deadline",
+        "parent",
+        "parents",
+        "waiting_since",
+        "wake_at",
+        "parking",
+        "parked",
+        "wake_pending",
+        "inherited",
+    )
+
+    def __init__(self, host: "Host", shard: int, start: r.Start, machine: Machine, wf: Workflow | None) -> None:
+        self.host = host
+        self.shard = shard
+        self.id = start.id
+        self.run = start.run
+        self.wtype = start.wtype
+        self.version = start.version
+        self.wf = wf
+        self.input = start.input
+        self.machine = machine
+        self.status = RUNNING
+        self.pid: Any = None
+        self.waiters: list[Any] = []
+        self.done_lsn = 0
+        self.outcome: tuple[str, Any] | None = None
+        self.queries: dict[str, Callable[[Any], Any]] = {}
+        self.started = start.started
+        self.finished: float | None = None
+        self.start_lsn = 0
+        self.determinism: DeterminismError | None = None
+        self.deadline: float | None = start.deadline  # when the run times out (None: never)
+        self.parent: Any = start.parent  # the recorded parent ref (ctx.child), or None
+        # parent refs told when the run ends: the recorded one (if it waits) and those attached since
+        self.parents: list[Any] = [start.parent] if start.parent and start.parent.get("wait") else []
+        # parking (fusee.parking): waiting since (engine clock) and until (None: no deadline), while paused;
+        # ``parking``: its process was told to end; ``parked``: it has, its records stay in ``machine.history``;
+        # ``wake_pending``: something woke it while it was parking (load it again at once)
+        self.waiting_since: float | None = None
+        self.wake_at: float | None = None
+        self.parking = False
+        self.parked = False
+        self.wake_pending = False
+        # the signal dedup keys the runs before this one of its chain (continue-as-new) had seen, in the
+        # order seen: from ``Start.origin["dedup"]``; a signal with one of them is a redelivery, dropped
+        self.inherited: dict[Any, None] = _inherited_dedups(start.origin)
+
+    def past_deadline(self) -> bool:
+        """Whether the run has a deadline and the engine's clock has reached it."""
+        return self.deadline is not None and self.host.clock.now() >= self.deadline
+
+    def await_durable(self) -> None:
+        """Block until every record of this run so far is durable (the gate; in memory, at once)."""
+        journal = self.host.journal
+        if journal.path is not None:  # in memory, every append is durable at once
+            journal.wait_durable(self.shard, self.machine.gate())
+
+    def append(self, rec: Any) -> int:
+        """Journal ``rec`` (encoding first: ``NotSerializable`` records nothing) and feed it to the machine."""
+        if self.status != RUNNING:
+            raise Terminated(f"run {self.run} of {self.id!r} has ended ({self.status})")
+        body = r.encode_record(rec)
+        lsn = self.host.journal.append(self.shard, body)
+        self.machine.record(rec, lsn)
+        return lsn
+
+    def finish(self, status: str, payload: Any, outcome: tuple[str, Any]) -> int:
+        """Record the run's ``Done`` and tell those waiting for its result."""
+        lsn = self.append(r.Done(self.run, status, self.host.clock.now(), payload))
+        self._ended(status, outcome, lsn)
+        if status != "continued":
+            _tell_parents(self)
+        _close_children(self)
+        return lsn
+
+    def fail_unrecorded(self, exc: Error) -> None:
+        """End the run in memory only (a DeterminismError: fixed code may resume it after a reopen)."""
+        self._ended("failed", ("error", exc), self.machine.gate())
+
+    def _ended(self, status: str, outcome: tuple[str, Any], lsn: int) -> None:
+        self.status = status
+        self.outcome = outcome
+        self.done_lsn = lsn
+        self.finished = self.host.clock.now()
+        waiters, self.waiters = self.waiters, []
+        for a in waiters:
+            _e.send(a, (_DONE, a))
+
+    def outcome_of_done(self, done: r.Done) -> tuple[str, Any]:
+        status, payload = done.status, done.payload
+        if status == "completed":
+            return ("ok", payload)
+        if status == "cancelled":
+            return ("error", Cancelled(payload))
+        if status == "terminated":
+            return ("error", Terminated(payload))
+        if status == "timed_out":
+            return ("error", TimedOut(payload))
+        if status == "continued":
+            return ("continued", payload)
+        return ("error", Failed(payload))
+
+
+# at most this many signal dedup keys go on from a run to the next of its chain (continue-as-new)
+INHERITED_DEDUPS = 1024
+
+
+def _inherited_dedups(origin: Any) -> dict[Any, None]:
+    """The dedup keys a ``Start.origin`` carries (``{"run": n, "dedup": [keys]}``), as an ordered set."""
+    keys = origin.get("dedup") if type(origin) is dict else None
+    if type(keys) is not list:
+        return {}
+    return dict.fromkeys(k for k in keys if type(k) in (str, int))
+
+
+def _origin_of(st: _RunState) -> dict[str, Any]:
+    """The ``Start.origin`` of the run that follows ``st`` (continue-as-new): ``st``'s run number and the
+    last :data:`INHERITED_DEDUPS` signal dedup keys its chain has seen, so a signal delivered to ``st`` and
+    delivered again (a ``Send`` redelivered at an open) is not taken by the next run."""
+    keys = dict(st.inherited)
+    for sig in st.machine.history.received:
+        if sig.dedup is not None:
+            keys.pop(sig.dedup, None)
+            keys[sig.dedup] = None
+    out: dict[str, Any] = {"run": st.run}
+    if keys:
+        out["dedup"] = list(keys)[-INHERITED_DEDUPS:]
+    return out
