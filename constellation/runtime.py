@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Hashable
 
+from ensemble._values import same
+
 from . import core
 
 __all__ = [
@@ -176,7 +178,7 @@ def subscribe(rt: Runtime, id: Hashable, participant_id: Hashable, partition: in
     another handle (checked first), or the core's ``DuplicateSubscription``.
     """
     known = rt.participants.get(participant_id, _ABSENT)
-    if known is not _ABSENT and not _same_handle(known, handle):
+    if known is not _ABSENT and not same(known, handle):
         raise ParticipantAlreadyRegistered(participant_id)
     state, effects = core.update(rt.state, core.Subscribe(id, participant_id, partition))
     participants = rt.participants
@@ -295,15 +297,6 @@ def _deliver_events(handle: Any, id_: Hashable, events: tuple) -> Deliver:
     _set_deliver_to(d, handle)
     _set_deliver_message(d, m)
     return d
-
-
-def _same_handle(a: Any, b: Any) -> bool:
-    if a is b:
-        return True
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - an odd __eq__ means "not the same handle"
-        return False
 
 
 def _apply(rt: Runtime, command: Any) -> tuple:

@@ -22,6 +22,7 @@ from ._exceptions import Badarg, CallError, Exit, StartError
 from ._links import demonitor, monitor, unlink
 from ._names import alias, send, unalias
 from ._terms import NODE, TIMEOUT, Alias, new_alias
+from ._values import same
 from .select import NOMATCH
 
 __all__ = [
@@ -329,13 +330,6 @@ def stop(dest: Any, reason: Any = "normal", timeout: float | None = None) -> str
         demonitor(mref, flush=True)
         raise CallError("timeout", ("terminate", reason))
     actual = got[4]
-    if actual is reason or _same(actual, reason):
+    if same(actual, reason):
         return "ok"
     raise CallError(actual, ("terminate", reason))
-
-
-def _same(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - an odd __eq__ means "not the same"
-        return False

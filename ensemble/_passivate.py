@@ -44,6 +44,7 @@ import os
 import pickle
 import queue as _queue
 import secrets
+import sys
 import _socket
 import socket as _socket_mod
 import tempfile
@@ -429,3 +430,6 @@ def passivation_refused(pid: P.Pid) -> str | None:
     if pid.reason is not P.ALIVE:
         return None
     return pid.refusal
+
+
+P.IMAGES = sys.modules[__name__]  # the process runtime writes, restores and drops images through this module

@@ -89,6 +89,13 @@ HANDOFF_BURST = 32
 exit_hooks: list[Callable[["Pid"], None]] = []
 #: Called as ``hook(pid, reason)`` for a crash (ensemble._logger installs it).
 crash_hooks: list[Callable[["Pid", BaseException], None]] = []
+
+#: The passivation image store: :mod:`ensemble._passivate` puts itself here when
+#: it is imported (it answers ``write_image(p)``, ``drop_file(path)``,
+#: ``restore(p)`` and ``discard(p)``), so that this module need not import it.
+#: None until then, and then no process has or asks for an image: only its
+#: ``Passivate`` (a :class:`Hibernate` with ``to_disk``) writes one.
+IMAGES: Any = None
 #: The greenlets of dead processes that swallowed their exit signal and called
 #: ensemble again: parked for good, never switched into again.  Held here so
 #: that they are never collected: greenlet would unwind a collected one by
@@ -724,9 +731,7 @@ def _hibernate(p: Pid, h: Hibernate) -> bool:
     p.args = h.args_
     image = None
     if getattr(h, "to_disk", False) and not p.mailbox:
-        from . import _passivate
-
-        image = _passivate.write_image(p)
+        image = IMAGES.write_image(p)
     with LOCK:
         hibernated = p.dying is ALIVE
         if hibernated:
@@ -739,17 +744,13 @@ def _hibernate(p: Pid, h: Hibernate) -> bool:
             if p.mailbox:
                 _wake_locked(p, _life.MAIL)
     if image is not None:  # written but not kept: mail or a doom came meanwhile
-        from . import _passivate
-
-        _passivate.drop_file(image)
+        IMAGES.drop_file(image)
     return hibernated
 
 
 def _restore(p: Pid) -> Any:
     """In the woken greenlet, outside LOCK: read a passivated process's fn, args and state back."""
-    from . import _passivate
-
-    return _passivate.restore(p)
+    return IMAGES.restore(p)
 
 
 # --------------------------------------------------------------------------
@@ -794,9 +795,7 @@ def flush_settled() -> None:
                 for hook in exit_hooks:
                     hook(p)
             if p.image is not None:  # it ended while passivated
-                from . import _passivate
-
-                _passivate.discard(p)
+                IMAGES.discard(p)
     finally:
         if not nested:
             _HOOKING.discard(g)

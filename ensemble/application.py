@@ -57,9 +57,11 @@ the master's child), runs the start phases, watches the top process, and on
 request runs ``prep_stop``, stops the tree and runs ``stop``.  The master
 tells the controller what happened with ``(MASTER, master, event, value)``
 messages; the controller answers the waiting callers then.  So a ``start``
-may call :func:`get_env` or start another application.  What an exit means,
-what to stop and in which order, and the dependency order are the pure
-functions under "Decisions".
+may call :func:`get_env` or start another application.  Every decision
+(the spec check, refusals, the dependency order, what an exit means, what to
+stop and in which order, the env) is a pure function of
+:mod:`ensemble.appdecide`, re-exported here; the runtime below only carries
+out its answers.
 
 Where this differs from OTP: :func:`load` of a loaded application replaces
 its spec (OTP answers ``{error, {already_loaded, App}}``), keeping the
@@ -71,19 +73,33 @@ started list until it is stopped); nothing stops the node.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
 from . import _process as P
+from . import appdecide as _decide
 from . import gen_server
 from . import logger as _logger
-from ._exceptions import CallError, EnsembleError, Exit, StartError
+from ._exceptions import CallError, Exit, StartError
 from ._links import exit as _exit_signal
 from ._links import monitor
 from ._names import send
 from ._spawn import spawn
+from .appdecide import (
+    RECORD,
+    STOP_OTHERS,
+    TYPES,
+    ApplicationError,
+    check_spec,
+    dependencies,
+    env_after_load,
+    last_first,
+    on_tree_exit,
+    start_order,
+    start_refusal,
+    stop_others,
+)
 from .select import NOMATCH
-from .signal import is_shutdown
 
 __all__ = [
     "ApplicationError",
@@ -118,25 +134,8 @@ __all__ = [
 CONTROLLER: Final = "application_controller"
 """The controller's registered name."""
 
-MASTER: Final = "$application_master"
+MASTER: Final = _decide.MASTER
 """Tag of the messages between the controller and the masters (not a public protocol)."""
-
-
-class ApplicationError(EnsembleError):
-    """An application operation failed; ``reason`` is OTP's (what it answers as ``{error, Reason}``).
-
-    Raised by :func:`load` (``("invalid_spec", key, value)``), :func:`unload`
-    (``("not_loaded", name)``, ``("running", name)``), :func:`start` and
-    :func:`ensure_all_started` (see the module docstring), or with the
-    exception a ``start`` raised as its reason (and cause).
-    """
-
-    def __init__(self, reason: Any) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-    def __repr__(self) -> str:
-        return f"ApplicationError({self.reason!r})"
 
 
 def _fail(reason: Any) -> ApplicationError:
@@ -147,215 +146,16 @@ def _fail(reason: Any) -> ApplicationError:
 
 
 # --------------------------------------------------------------------------
-# Decisions (pure)
+# The API: each function calls the controller
 # --------------------------------------------------------------------------
-
-TYPES: Final = ("permanent", "transient", "temporary")
-"""The restart types :func:`start` takes."""
-
-RECORD: Final = "record"
-""":func:`on_tree_exit`: only record the exit."""
-STOP_OTHERS: Final = "stop_others"
-""":func:`on_tree_exit`: stop every other running application."""
-
-_SPEC_DEFAULTS: Final = {
-    "description": "",
-    "vsn": "",
-    "start": None,
-    "stop": None,
-    "prep_stop": None,
-    "applications": (),
-    "optional_applications": (),
-    "included_applications": (),
-    "env": None,  # a fresh {} each time
-    "start_phases": (),
-    "start_phase": None,
-}
-
-
-def _invalid(key: Any, value: Any) -> ApplicationError:
-    return ApplicationError(("invalid_spec", key, value))
-
-
-def check_spec(spec: Any) -> dict:
-    """The spec with every key, checked; raises :class:`ApplicationError` with ``("invalid_spec", key, value)``.
-
-    ``name`` must be a non-empty str; ``start``, ``stop``, ``prep_stop`` and
-    ``start_phase`` callables or None; the three application lists lists or
-    tuples of str (answered as tuples); ``env`` a dict (copied);
-    ``start_phases`` ``(phase, args)`` pairs, which need a ``start_phase``.
-    Any other key is refused, ``"type"`` too: the restart type is given to
-    :func:`start`.  A spec that is not a dict gives ``("invalid_spec", None, spec)``.
-    """
-    if not isinstance(spec, Mapping):
-        raise _invalid(None, spec)
-    for key, value in spec.items():
-        if key != "name" and key not in _SPEC_DEFAULTS:
-            raise _invalid(key, value)
-    if "name" not in spec:
-        raise _invalid("name", None)
-    name = spec["name"]
-    if type(name) is not str or not name:
-        raise _invalid("name", name)
-    out: dict = {"name": name}
-    for key, default in _SPEC_DEFAULTS.items():
-        value = spec.get(key, default)
-        if key in ("start", "stop", "prep_stop", "start_phase"):
-            if value is not None and not callable(value):
-                raise _invalid(key, value)
-        elif key in ("applications", "optional_applications", "included_applications"):
-            if not isinstance(value, (list, tuple)) or any(type(n) is not str for n in value):
-                raise _invalid(key, value)
-            value = tuple(value)
-        elif key == "env":
-            if value is None:
-                value = {}
-            elif not isinstance(value, Mapping):
-                raise _invalid(key, value)
-            value = dict(value)
-        elif key == "start_phases":
-            if not isinstance(value, (list, tuple)) or any(
-                not isinstance(p, (list, tuple)) or len(p) != 2 for p in value
-            ):
-                raise _invalid(key, value)
-            value = tuple(tuple(p) for p in value)
-        elif type(value) is not str:  # description, vsn
-            raise _invalid(key, value)
-        out[key] = value
-    if out["start_phases"] and out["start_phase"] is None:
-        raise _invalid("start_phase", None)
-    return out
-
-
-def dependencies(spec: Mapping) -> tuple:
-    """The names ``spec`` needs running: its ``applications``, then the optional ones not among them."""
-    deps = tuple(spec["applications"])
-    return deps + tuple(n for n in spec["optional_applications"] if n not in deps)
-
-
-def start_refusal(
-    name: str,
-    loaded: Mapping[str, Mapping],
-    running: Mapping[str, Sequence[str]],
-    starting: Mapping[str, Sequence[str]] | None = None,
-) -> Any:
-    """Why ``name`` may not start now, or None (OTP's check_start_cond, plus included applications).
-
-    ``loaded`` maps names to checked specs; ``running`` and ``starting`` map
-    the applications that run (in start order) and those being started to
-    their included applications.  In order: ``("not_loaded", name)``;
-    ``("already_started", name)``; ``("included", name, includer)`` while an
-    application including ``name`` runs or starts; for each included
-    application, ``("not_loaded", inc)`` or ``("included", inc, name)`` when
-    it runs on its own; ``("not_started", dep)`` for the first dependency not
-    running (an optional one that is not loaded is skipped).
-    """
-    if starting is None:
-        starting = {}
-    spec = loaded.get(name)
-    if spec is None:
-        return ("not_loaded", name)
-    if name in running:
-        return ("already_started", name)
-    for active in (running, starting):
-        for other, included in active.items():
-            if name in included:
-                return ("included", name, other)
-    for inc in spec["included_applications"]:
-        if inc not in loaded:
-            return ("not_loaded", inc)
-        if inc in running or inc in starting:
-            return ("included", inc, name)
-    optional = spec["optional_applications"]
-    for dep in dependencies(spec):
-        if dep in optional and dep not in loaded:
-            continue
-        if dep not in running:
-            return ("not_started", dep)
-    return None
-
-
-def start_order(name: str, loaded: Mapping[str, Mapping], running: Collection[str]) -> list:
-    """The applications :func:`ensure_all_started` starts for ``name``, in order: dependencies depth-first.
-
-    Each application comes after its dependencies, taken in the order its
-    spec lists them; one that runs is not entered (it is ``[]`` for a
-    running ``name``); an optional dependency that is not loaded is skipped.
-    Raises :class:`ApplicationError` with ``("not_loaded", dep)`` or
-    ``("circular_dependencies", app)``, ``app`` being the first application
-    met again on the path that leads to it.
-    """
-    if name in running:
-        return []
-    if name not in loaded:
-        raise ApplicationError(("not_loaded", name))
-    order: list = []
-    done: set = set()
-    on_path = {name}
-    stack = [(name, iter(dependencies(loaded[name])))]
-    while stack:
-        app, deps = stack[-1]
-        for dep in deps:
-            if dep in running or dep in done:
-                continue
-            if dep not in loaded:
-                if dep in loaded[app]["optional_applications"]:
-                    continue
-                raise ApplicationError(("not_loaded", dep))
-            if dep in on_path:
-                raise ApplicationError(("circular_dependencies", dep))
-            on_path.add(dep)
-            stack.append((dep, iter(dependencies(loaded[dep]))))
-            break
-        else:
-            stack.pop()
-            on_path.discard(app)
-            done.add(app)
-            order.append(app)
-    return order
 
 
 def interpret_start(ret: Any) -> tuple | None:
-    """``(top, state)`` for what ``start`` answered: a pid, or ``(pid, state)``; None for anything else."""
-    if type(ret) is P.Pid:
-        return (ret, None)
-    if type(ret) is tuple and len(ret) == 2 and type(ret[0]) is P.Pid:
-        return ret
-    return None
+    """``(top, state)`` for what ``start`` answered: a pid, or ``(pid, state)``; None for anything else.
 
-
-def on_tree_exit(type_: str, reason: Any) -> str:
-    """What a tree exiting on its own with ``reason`` means: :data:`RECORD` or :data:`STOP_OTHERS`.
-
-    A permanent application stops the others whatever the reason; a
-    transient one when the reason is not orderly (``"normal"``,
-    ``"shutdown"``, ``("shutdown", term)``); a temporary one never.
+    :func:`ensemble.appdecide.interpret_start` with this runtime's ``Pid``.
     """
-    if type_ == "permanent":
-        return STOP_OTHERS
-    if type_ == "transient" and not is_shutdown(reason):
-        return STOP_OTHERS
-    return RECORD
-
-
-def last_first(names: Sequence[str]) -> list:
-    """``names`` (in start order) in the order to stop them: the last started first."""
-    return list(reversed(names))
-
-
-def stop_others(running: Sequence[str], exited: str) -> list:
-    """What a :data:`STOP_OTHERS` exit of ``exited`` stops: every other running application, last started first."""
-    return last_first([n for n in running if n != exited])
-
-
-def env_after_load(spec_env: Mapping, kept: Mapping) -> dict:
-    """An application's env once a spec is loaded: the spec's values, under those set with :func:`set_env`."""
-    return {**spec_env, **kept}
-
-
-# --------------------------------------------------------------------------
-# The API: each function calls the controller
-# --------------------------------------------------------------------------
+    return _decide.interpret_start(ret, P.Pid)
 
 
 def _controller() -> P.Pid:
@@ -395,7 +195,7 @@ def load(spec: Mapping) -> str:
     Loading a loaded application replaces its spec: its env becomes the new
     spec's, except the values set with :func:`set_env`, which are kept.
     """
-    checked = check_spec(spec)
+    checked = _decide.check_spec(spec)
     return _answer(_call(("load", checked)))
 
 
@@ -418,8 +218,9 @@ def start(name: str, type: str = "temporary") -> str:  # noqa: A002 - OTP's argu
     or the exception ``start`` raised (an ``exit(r)``'s ``r``).  A start of an
     application that is being started waits for that start and answers as it.
     """
-    if type not in TYPES:
-        raise ApplicationError(("invalid_restart_type", type))
+    refusal = _decide.restart_type_refusal(type)
+    if refusal is not None:
+        raise ApplicationError(refusal)
     return _answer(_call(("start", name, type)))
 
 
@@ -431,17 +232,18 @@ def ensure_all_started(name: str, type: str = "temporary") -> list:  # noqa: A00
     and its :class:`ApplicationError` is raised again.  ``[]`` when ``name``
     runs already.
     """
-    if type not in TYPES:
-        raise ApplicationError(("invalid_restart_type", type))
+    refusal = _decide.restart_type_refusal(type)
+    if refusal is not None:
+        raise ApplicationError(refusal)
     loaded, running = _call("graph")
     done: list = []
-    for app in start_order(name, loaded, running):
+    for app in _decide.start_order(name, loaded, running):
         try:
             start(app, type)
         except ApplicationError as err:
-            if err.reason == ("already_started", app):  # started meanwhile by someone else
+            if _decide.already_started_meanwhile(err.reason, app):
                 continue
-            for started_app in last_first(done):
+            for started_app in _decide.last_first(done):
                 try:
                     stop(started_app)
                 except Exception as stop_err:  # noqa: BLE001 - the start's failure is what is raised
@@ -584,7 +386,7 @@ class _Controller(gen_server.GenServer):
                 name = spec["name"]
                 b.loaded.pop(name, None)
                 b.loaded[name] = spec
-                b.env[name] = env_after_load(spec["env"], b.kept.get(name, {}))
+                b.env[name] = _decide.env_after_load(spec["env"], b.kept.get(name, {}))
                 return ("reply", ("ok", name), b)
             case ("unload", name):
                 if name not in b.loaded:
@@ -609,7 +411,7 @@ class _Controller(gen_server.GenServer):
                 spec = b.loaded.get(app)
                 if spec is None:
                     return ("reply", None, b)
-                value = dict(b.env.get(app, {})) if key == "env" else spec.get(key)
+                value = _decide.key_value(spec, b.env.get(app, {}), key)
                 return ("reply", value, b)
             case "loaded":
                 return ("reply", list(b.loaded), b)
@@ -620,8 +422,11 @@ class _Controller(gen_server.GenServer):
         return ("reply", ("error", ("bad_call", request)), b)
 
     def handle_info(self, msg: Any, b: _Books) -> Any:
-        if type(msg) is tuple and len(msg) == 4 and msg[0] == MASTER:
-            _, master, event, value = msg
+        got = _decide.controller_event(msg, b.masters)
+        if got is None:
+            return ("noreply", b)
+        if got[0] == "told":
+            _, master, event, value = got
             name = b.masters.get(master)
             if name is not None:
                 if event == "started":
@@ -630,8 +435,8 @@ class _Controller(gen_server.GenServer):
                     _stopped(b, name, master, value)
                 elif event == "exited":
                     _exited(b, name, master, value)
-        elif type(msg) is tuple and len(msg) == 3 and msg[0] == "EXIT" and msg[1] in b.masters:
-            master, reason = msg[1], msg[2]  # a master that died before telling how things went
+        else:
+            _, master, reason = got  # a master that died before telling how things went
             name = b.masters[master]
             st = b.starting.get(name)
             if st is not None and st.master is master:
@@ -648,7 +453,7 @@ def _start(b: _Books, name: str, type_: str, from_: Any) -> Any:
         return ("noreply", b)
     running = {n: r.included for n, r in b.running.items()}
     starting = {n: s.included for n, s in b.starting.items()}
-    reason = start_refusal(name, b.loaded, running, starting)
+    reason = _decide.start_refusal(name, b.loaded, running, starting)
     if reason is not None:
         return ("reply", ("error", reason), b)
     spec = b.loaded[name]
@@ -672,12 +477,11 @@ def _stop(b: _Books, name: str, from_: Any) -> Any:
 
 def _started(b: _Books, name: str, master: P.Pid, outcome: Any) -> None:
     st = b.starting.pop(name)
-    if outcome == "ok":
+    runs, answer = _decide.answer_of(outcome)
+    if runs:
         b.running[name] = _Running(master, st.type, st.included)
-        answer: Any = ("ok", "ok")
     else:
         del b.masters[master]
-        answer = outcome
     for waiter in st.waiters:
         gen_server.reply(waiter, answer)
 
@@ -685,8 +489,9 @@ def _started(b: _Books, name: str, master: P.Pid, outcome: Any) -> None:
 def _stopped(b: _Books, name: str, master: P.Pid, outcome: Any) -> None:
     del b.masters[master]
     r = b.running.pop(name)
+    _, answer = _decide.answer_of(outcome)
     for waiter in r.stoppers or ():
-        gen_server.reply(waiter, ("ok", "ok") if outcome == "ok" else outcome)
+        gen_server.reply(waiter, answer)
 
 
 def _exited(b: _Books, name: str, master: P.Pid, reason: Any) -> None:
@@ -697,8 +502,8 @@ def _exited(b: _Books, name: str, master: P.Pid, reason: Any) -> None:
     for waiter in r.stoppers or ():  # a stop that crossed the exit: it is not running any more
         gen_server.reply(waiter, ("ok", "ok"))
     _logger.report("application_exited", level="info", application=name, exited=reason, type=r.type)
-    if on_tree_exit(r.type, reason) == STOP_OTHERS:
-        others = stop_others(list(b.running), name)
+    if _decide.on_tree_exit(r.type, reason) == STOP_OTHERS:
+        others = _decide.stop_others(list(b.running), name)
         if others:
             spawn(_stop_all, others)
 
@@ -737,7 +542,7 @@ def _master(controller: P.Pid, name: str, spec: dict) -> None:
         except Exception as e:  # a crash in start fails the start with the exception
             tell("started", ("error", e))
             raise Exit("shutdown") from None
-        got = interpret_start(ret)
+        got = _decide.interpret_start(ret, P.Pid)
         if got is None:
             tell("started", ("error", ("bad_return", ret)))
             raise Exit("shutdown")
@@ -750,22 +555,21 @@ def _master(controller: P.Pid, name: str, spec: dict) -> None:
             answer = e.reason
         except Exception as e:  # noqa: BLE001 - a phase that raises did not answer "ok"
             answer = e
-        if not (type(answer) is str and answer == "ok"):
+        if not _decide.phase_ok(answer):
             _stop_tree(top, mref)
             tell("started", ("error", ("bad_start_phase", phase, answer)))
             raise Exit("shutdown")
     tell("started", "ok")
     while True:
         m = P.receive()
-        if type(m) is not tuple:
-            continue
-        if len(m) == 5 and m[1] is mref and mref is not None:  # the tree exited on its own
+        event = _decide.master_event(m, mref, controller)
+        if event == _decide.TREE_EXITED:  # the tree exited on its own
             tell("exited", _exit_reason_of(top, m[4]))
             raise Exit("shutdown")
-        if len(m) == 2 and m[0] == MASTER and m[1] == "stop":
+        if event == _decide.STOP:
             tell("stopped", _stop_app(spec, top, mref, state))
             raise Exit("shutdown")
-        if len(m) == 3 and m[0] == "EXIT" and m[1] is controller:  # no callbacks: the controller is gone
+        if event == _decide.CONTROLLER_GONE:  # no callbacks: the controller is gone
             _stop_tree(top, mref)
             raise Exit("shutdown")
 

@@ -52,20 +52,27 @@ so :mod:`ensemble.sys` works on it (its state is a tuple of
 :class:`Installed`, one per handler), and it always traps exits.  Messages
 that are not the manager's own go to each handler's ``handle_info``; an
 ``("EXIT", pid, reason)`` from an owner first removes its supervised handlers.
+
+Every decision (what a return means, which handler an id names, whether a
+swap is refused, who owns what, who is told and reported what) is a pure
+function of :mod:`ensemble.eventdecide`; the manager below only carries out
+its answers.  The return forms and :func:`interpret_handler_return` are
+re-exported here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, NamedTuple
 
 from . import _gen
 from . import _process as P
+from . import eventdecide as _decide
 from . import gen_server
 from . import logger as _logger
 from ._exceptions import EnsembleError, Exit
 from ._links import link, unlink
 from ._names import send
+from .eventdecide import KINDS, Bad, Ok, Refuse, Remove, Reply, Swap, interpret_handler_return
 
 __all__ = [
     "HandlerError",
@@ -133,106 +140,6 @@ class Handler:
     def terminate(self, arg: Any, state: Any) -> Any:
         """Nothing to clean up; delete_handler answers None."""
         return None
-
-
-# --------------------------------------------------------------------------
-# What a handler's return means (pure)
-# --------------------------------------------------------------------------
-
-#: The callbacks whose returns :func:`interpret_handler_return` reads.
-KINDS: Final = frozenset({"init", "event", "info", "call"})
-
-
-@dataclass(frozen=True, slots=True)
-class Ok:
-    """Keep the handler with ``state``; the manager hibernates if ``hibernate``."""
-
-    state: Any
-    hibernate: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """A call's answer: reply with ``reply``, keep the handler with ``state``."""
-
-    reply: Any
-    state: Any
-    hibernate: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Remove:
-    """Remove the handler with ``terminate("remove_handler", state)``; a call is answered ``reply``."""
-
-    reply: Any
-
-
-@dataclass(frozen=True, slots=True)
-class Swap:
-    """Terminate the handler with ``terminate(arg, state)`` and put ``new_handler`` in its place."""
-
-    arg: Any
-    state: Any
-    new_id: Any
-    new_handler: Any
-    reply: Any
-
-
-@dataclass(frozen=True, slots=True)
-class Refuse:
-    """init's ``("error", reason)``: the handler is not added."""
-
-    reason: Any
-
-
-@dataclass(frozen=True, slots=True)
-class Bad:
-    """A return OTP does not know; ``reason`` is ``("bad_return_value", ret)``."""
-
-    reason: Any
-
-
-def _is(x: Any, tag: str) -> bool:
-    return type(x) is str and x == tag
-
-
-def interpret_handler_return(kind: str, ret: Any) -> Ok | Reply | Remove | Swap | Refuse | Bad:
-    """What handler callback ``kind`` (one of :data:`KINDS`) returning ``ret`` means.
-
-    Never raises for any ``ret`` (it reads only tuples, their lengths and exact
-    ``str`` tags, never calling the values' own ``==``); an unknown ``kind`` is
-    a ValueError.  Anything that is not one of the forms the module docstring
-    lists for ``kind`` is ``Bad(("bad_return_value", ret))``.
-    """
-    if kind not in KINDS:
-        raise ValueError(f"not a handler callback kind: {kind!r}")
-    if type(ret) is tuple and ret:
-        tag = ret[0]
-        n = len(ret)
-        if _is(tag, "ok"):
-            if kind == "call":
-                if n == 3:
-                    return Reply(ret[1], ret[2], False)
-                if n == 4 and _is(ret[3], "hibernate"):
-                    return Reply(ret[1], ret[2], True)
-            elif n == 2:
-                return Ok(ret[1], False)
-            elif n == 3 and _is(ret[2], "hibernate"):
-                return Ok(ret[1], True)
-        elif _is(tag, "error"):
-            if kind == "init" and n == 2:
-                return Refuse(ret[1])
-        elif _is(tag, "swap_handler"):
-            if kind == "call" and n == 6:
-                return Swap(ret[2], ret[3], ret[4], ret[5], ret[1])
-            if (kind == "event" or kind == "info") and n == 5:
-                return Swap(ret[1], ret[2], ret[3], ret[4], None)
-        elif _is(tag, "remove_handler"):
-            if kind == "call" and n == 2:
-                return Remove(ret[1])
-    elif _is(ret, "remove_handler") and (kind == "event" or kind == "info"):
-        return Remove(None)
-    return Bad(("bad_return_value", ret))
 
 
 # --------------------------------------------------------------------------
@@ -423,7 +330,7 @@ class _Manager(gen_server.GenServer):
                 hib = _notify(self, hs, "event", event)
                 answer = ("ok", "ok")
             case ("call", handler_id, req):
-                i = _find(hs, handler_id)
+                i = _decide.find(hs, handler_id)
                 if i is None:
                     answer = ("error", "bad_module")
                 else:
@@ -431,7 +338,7 @@ class _Manager(gen_server.GenServer):
             case ("add_handler", handler_id, handler, args, sup):
                 answer, hib = _add(self, hs, handler_id, handler, args, from_[0] if sup else None)
             case ("delete_handler", handler_id, reason):
-                i = _find(hs, handler_id)
+                i = _decide.find(hs, handler_id)
                 if i is None:
                     answer = ("error", "module_not_found")
                 else:
@@ -449,7 +356,7 @@ class _Manager(gen_server.GenServer):
 
     def handle_cast(self, request: Any, state: Any) -> Any:
         hs = list(state)
-        if type(request) is tuple and len(request) == 2 and _is(request[0], "notify"):
+        if _decide.cast_kind(request) == "event":
             hib = _notify(self, hs, "event", request[1])
         else:
             hib = _notify(self, hs, "info", (_gen.CAST, request))
@@ -457,8 +364,9 @@ class _Manager(gen_server.GenServer):
 
     def handle_info(self, msg: Any, state: Any) -> Any:
         hs = list(state)
-        if type(msg) is tuple and len(msg) == 3 and _is(msg[0], "EXIT") and type(msg[1]) is P.Pid:
-            owner, reason = msg[1], msg[2]
+        exited = _decide.owner_exit(msg, P.Pid)
+        if exited is not None:
+            owner, reason = exited
             for i, inst in enumerate(hs):
                 if inst.owner is owner:
                     hs[i] = None
@@ -467,7 +375,7 @@ class _Manager(gen_server.GenServer):
         return _noreply(_settle(self, state, hs), hib)
 
     def terminate(self, reason: Any, state: Any) -> Any:
-        arg = "stop" if _is(reason, "normal") else ("stop", reason)
+        arg = _decide.terminate_arg(reason)
         if type(state) is not tuple:
             return None
         for inst in state:
@@ -481,33 +389,11 @@ def _noreply(hs: tuple, hib: bool) -> Any:
     return ("noreply", hs, "hibernate") if hib else ("noreply", hs)
 
 
-def _find(hs: list, handler_id: Any) -> int | None:
-    for i, inst in enumerate(hs):
-        if inst is not None and _same(inst.id, handler_id):
-            return i
-    return None
-
-
-def _same(a: Any, b: Any) -> bool:
-    if a is b:
-        return True
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - an id whose == fails names nothing else
-        return False
-
-
 def _settle(mgr: _Manager, before: Any, hs: list) -> tuple:
     """The new state; unlink every owner whose last supervised handler went (never the parent)."""
     after = tuple(inst for inst in hs if inst is not None)
     kept = [inst.owner for inst in after if inst.owner is not None]
-    gone: list = []
-    for inst in before if type(before) is tuple else ():
-        owner = getattr(inst, "owner", None)
-        if type(owner) is P.Pid and owner is not mgr.parent and all(o is not owner for o in kept):
-            if all(o is not owner for o in gone):
-                gone.append(owner)
-    for owner in gone:
+    for owner in _decide.owners_to_unlink(before, kept, mgr.parent, P.Pid):
         unlink(owner)
     return after
 
@@ -528,7 +414,7 @@ def _call_terminate(inst: Installed, arg: Any) -> Any:
 def _remove(mgr: _Manager, inst: Installed, arg: Any, state: Any, why: Any, last: Any) -> Any:
     """Terminate a handler already taken out; report a crash, tell its owner ``why``."""
     result = _call_terminate(inst._replace(state=state), arg)
-    if type(why) is tuple and why and _is(why[0], "error"):
+    if _decide.reported(why):
         _logger.report(
             "gen_event_terminate",
             handler=inst.id,
@@ -550,15 +436,12 @@ def _init(handler: Any, args: Any) -> Any:
         return ("error", e.reason)
     except Exception as e:  # noqa: BLE001 - a crashing init refuses the handler
         return ("error", e)
-    out = interpret_handler_return("init", ret)
-    if type(out) is Ok:
-        return out
-    return ("error", out.reason)  # type: ignore[union-attr]
+    return _decide.init_answer(ret)
 
 
 def _add(mgr: _Manager, hs: list, handler_id: Any, handler: Any, args: Any, owner: Any) -> tuple:
     """Add a handler at the end: ``(answer, hibernate)``; links to a supervising owner."""
-    if _find(hs, handler_id) is not None:
+    if _decide.find(hs, handler_id) is not None:
         return ("error", "already_added"), False
     out = _init(handler, args)
     if type(out) is not Ok:
@@ -577,18 +460,16 @@ def _swap(
     ``owner`` is the new handler's owner; False keeps the old one's.  Answers
     ``(answer, hibernate)`` as :func:`_add` does.
     """
-    taken = _find(hs, new_id)
+    taken = _decide.find(hs, new_id)
     if i is not None:
         old = hs[i]
         hs[i] = None  # its place, kept for the new handler
-        if owner is False:
-            owner = old.owner
+        owner = _decide.swap_owner(owner, old.owner)
         result = _remove(mgr, old, arg, state, ("swapped", new_id, owner), None)
     else:
-        if owner is False:
-            owner = None
+        owner = _decide.swap_owner(owner, None)
         result = "error"
-    if taken is not None and taken != i:
+    if _decide.swap_refused(i, taken):
         out: Any = ("error", "already_added")
     else:
         out = _init(handler, result)
@@ -608,9 +489,9 @@ def _swap_call(
     mgr: _Manager, hs: list, old_id: Any, reason: Any, new_id: Any, handler: Any, owner: Any
 ) -> tuple:
     """swap_handler's request: refuse a taken ``new_id`` before touching the old handler."""
-    i = _find(hs, old_id)
-    taken = _find(hs, new_id)
-    if taken is not None and taken != i:
+    i = _decide.find(hs, old_id)
+    taken = _decide.find(hs, new_id)
+    if _decide.swap_refused(i, taken):
         return ("error", "already_added"), False
     return _swap(mgr, hs, i, reason, hs[i].state if i is not None else None, new_id, handler, owner)
 
@@ -647,7 +528,7 @@ def _update(mgr: _Manager, hs: list, i: int, kind: str, arg: Any) -> tuple:
         return _crash(mgr, hs, i, e.reason, arg), False
     except Exception as e:  # noqa: BLE001 - a crashing handler is removed, the manager carries on
         return _crash(mgr, hs, i, e, arg), False
-    out = interpret_handler_return(kind, ret)
+    out = _decide.interpret_handler_return(kind, ret)
     t = type(out)
     if t is Ok:
         hs[i] = inst._replace(state=out.state)

@@ -30,6 +30,7 @@ from __future__ import annotations
 from itertools import takewhile
 from typing import Any, Final, Iterable, Sequence
 
+from ._values import same
 from .signal import is_shutdown
 
 __all__ = [
@@ -53,16 +54,6 @@ _ALONE: Final = ("one_for_one", "simple_one_for_one")
 
 def _is(x: Any, tag: str) -> bool:
     return type(x) is str and x == tag
-
-
-def _same(a: Any, b: Any) -> bool:
-    # Identity first, then a guarded ``==`` (an id's ``__eq__`` may raise or answer an array).
-    if a is b:
-        return True
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
 
 
 def restart_needed(restart: str, reason: Any) -> bool:
@@ -121,7 +112,7 @@ class Plan:
         if type(other) is not Plan:
             return NotImplemented
         return all(
-            len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+            len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
             for a, b in zip(self._values(), other._values())  # type: ignore[attr-defined]
         )
 
@@ -157,7 +148,7 @@ def restart_plan(strategy: str, children: Sequence[tuple[Any, str, bool]], faile
     ``ValueError`` for an unknown strategy or an id not in ``children``.
     """
     children = tuple(children)
-    at = next((i for i, child in enumerate(children) if _same(child[0], failed_id)), None)
+    at = next((i for i, child in enumerate(children) if same(child[0], failed_id)), None)
     if at is None:
         raise ValueError(f"child {failed_id!r} is not among the children")
     if type(strategy) is str and strategy in _ALONE:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ._values import Singleton
+from ._values import Singleton, same
 
 __all__ = [
     "NORMAL",
@@ -90,20 +90,6 @@ def is_shutdown(reason: Any) -> bool:
     return False
 
 
-def _same(a: Any, b: Any) -> bool:
-    # Equality for outcome objects: identity first, then a guarded ``==``
-    # whose answer counts only when it is an unambiguous truth value.
-    if a is b:
-        return True
-    try:
-        r = a == b
-        if r is True or r is False:
-            return r
-        return bool(r)
-    except Exception:
-        return False
-
-
 class _Outcome:
     __slots__ = ("reason",)
     __match_args__ = ("reason",)
@@ -121,7 +107,7 @@ class _Outcome:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return _same(self.reason, other.reason)  # type: ignore[attr-defined]
+        return same(self.reason, other.reason)  # type: ignore[attr-defined]
 
     def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)

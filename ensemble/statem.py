@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Hashable, Iterable, Mapping
 
 from ._terms import Alias
-from ._values import Singleton
+from ._values import Singleton, same
 
 __all__ = [
     "EVENT",
@@ -307,20 +307,12 @@ def is_event_type(x: Any) -> bool:
 
 
 def same_state(a: Any, b: Any) -> bool:
-    """Whether states ``a`` and ``b`` are the same: identity, else a guarded ``==``.
+    """Whether states ``a`` and ``b`` are the same: identity, else a guarded ``==`` (:func:`ensemble._values.same`).
 
     An ``==`` that raises or answers something that is not a truth value
     counts as "different".
     """
-    if a is b:
-        return True
-    try:
-        r = a == b
-        if r is True or r is False:
-            return r
-        return bool(r)
-    except Exception:  # noqa: BLE001 - a hostile __eq__/__bool__ means "not the same"
-        return False
+    return same(a, b)
 
 
 # -- actions ----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ensemble as e
-from ensemble import NOMATCH, TIMEOUT, application, gen_server, logger
+from ensemble import NOMATCH, TIMEOUT, appdecide, application, gen_server, logger
 from ensemble.application import (
     RECORD,
     STOP_OTHERS,
@@ -747,7 +747,7 @@ def test_the_runtime_does_what_on_tree_exit_decides(monkeypatch, reports):
         seen.append((type_, reason))
         return STOP_OTHERS
 
-    monkeypatch.setattr(application, "on_tree_exit", spy)
+    monkeypatch.setattr(appdecide, "on_tree_exit", spy)
     load_all(spec("a", me), spec("b", me))
     application.start("a")
     application.start("b")
