@@ -47,25 +47,30 @@ def _leftovers(path):
     return bad
 
 
-def _scenario(path, disk, acknowledged, errors):
-    """Open, run three workflows, shut down; note what was acknowledged and which errors surfaced."""
+def _run(path, disk, acknowledged, errors, workflows, shards, starts):
+    """Open, execute ``starts`` (``(id, workflow, input)``), shut down; note what was acknowledged and
+    which errors surfaced.  After each error, reads go on: every result acknowledged so far is there."""
     try:
-        eng = fusee.Engine.open(path, [two_steps], shards=1, segment_size=SEG, disk=disk)
+        eng = fusee.Engine.open(path, workflows, shards=shards, segment_size=SEG, disk=disk)
     except StorageError as e:
         errors.append(e)
         return
     try:
-        for x in range(3):
+        for wid, wf, x in starts:
             try:
-                acknowledged[f"w{x}"] = eng.execute(two_steps, f"w{x}", x, timeout=20)
+                acknowledged[wid] = eng.execute(wf, wid, x, timeout=30)
             except StorageError as e:
                 errors.append(e)
-                # reads go on: every result acknowledged so far is there
                 assert {k: eng.result(k, timeout=20) for k in acknowledged} == acknowledged
     finally:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a checkpoint the disk refused
             eng.shutdown()
+
+
+def _scenario(path, disk, acknowledged, errors):
+    """Three workflows of two steps on one shard."""
+    _run(path, disk, acknowledged, errors, [two_steps], 1, [(f"w{x}", two_steps, x) for x in range(3)])
 
 
 @pytest.fixture(scope="module")
@@ -223,21 +228,8 @@ def parent(ctx, n):
 
 
 def _family(path, disk, acknowledged, errors):
-    try:
-        eng = fusee.Engine.open(path, [parent, kid, two_steps], shards=2, segment_size=SEG, disk=disk)
-    except StorageError as e:
-        errors.append(e)
-        return
-    try:
-        for n in range(2):
-            try:
-                acknowledged[f"p{n}"] = eng.execute(parent, f"p{n}", n, timeout=30)
-            except StorageError as e:
-                errors.append(e)
-    finally:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            eng.shutdown()
+    """Two parents, each with a child elsewhere that it signals and one it waits for."""
+    _run(path, disk, acknowledged, errors, [parent, kid, two_steps], 2, [(f"p{n}", parent, n) for n in range(2)])
 
 
 def test_each_failed_flush_of_runs_with_children_and_signals_loses_nothing(tmp_path):
