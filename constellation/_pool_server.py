@@ -1,12 +1,10 @@
-"""The worker pool's processes: the workers and the pool server (a gen_server owning a pure runtime).
+"""The worker pool's processes: the workers and the pool server (a gen_server owning a pure core stage).
 
-The pool server holds a pure :mod:`constellation.runtime` value -- the core
-stage plus the registry that routes each worker's subscription to its pid,
-exactly as a stage process does -- (and, for a source-fed pool, the pure
-:mod:`constellation._source_core` reservation) and carries out the deliveries
-they answer: ``Events`` becomes one work message to the worker, ``Cancelled``
-its quit message; one completion message comes back per handled batch.
-:mod:`constellation.worker_pool` is the public face.
+The pool server holds the pure :mod:`constellation.core` stage state (and, for
+a source-fed pool, the pure :mod:`constellation._source_core` reservation) and
+carries out what they answer: one ``Work`` message per delivered batch, one
+completion message back per handled batch.  :mod:`constellation.worker_pool`
+is the public face.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from ensemble import gen_server
 
 from . import _notifier
 from . import _source_core as sc
-from . import core, runtime
+from . import core
 from . import source as _source
 from ._pool_types import (
     AlreadyStopping,
@@ -36,7 +34,7 @@ from ._pool_types import (
     WorkerStarted,
     WorkerStopped,
 )
-from .core import StageError
+from .core import Ask, NotifyCancelled, ParticipantDown, Push, SendEvents, Shutdown, StageError, Subscribe
 
 PUSH = "$constellation.pool.push"
 SNAPSHOT = ("$constellation.pool.snapshot",)
@@ -135,13 +133,14 @@ _SOURCE_STOPPED = "asynchronous source callback stopped"
 
 
 class _State:
-    """The pool process's state: the pure runtime and reservation, plus the process bookkeeping."""
+    """The pool process's state: the pure core stage and reservation, plus the process bookkeeping."""
 
     __slots__ = (
-        "rt",
+        "stage",
         "reservation",
         "source_id",
         "workers",
+        "by_sub",
         "by_mref",
         "order",
         "next_id",
@@ -156,10 +155,11 @@ class _State:
     )
 
     def __init__(self) -> None:
-        self.rt: runtime.Runtime | None = None  # a worker's subscription and participant id are its ``sub``
+        self.stage: Any = None
         self.reservation: sc.Reservation | None = None
         self.source_id: Any = None
         self.workers: dict[int, _Worker] = {}
+        self.by_sub: dict[str, Any] = {}  # subscription id -> worker pid
         self.by_mref: dict[Any, _Worker] = {}
         self.order: list[int] = []  # worker numbers, start order, replacements last
         self.next_id = 1
@@ -191,7 +191,7 @@ class _PoolServer(gen_server.GenServer):
             st.notifier_source, st.source_mref = _notifier.start(self.notify_source, _notifier.PROPAGATE)
             st.reservation = sc.new()
             st.source_id = self.source_id
-        st.rt = runtime.new(None, cfg.buffer_capacity)
+        st.stage = core.new(None, cfg.buffer_capacity)
         try:
             for slot in range(cfg.size):
                 w = self._start_worker(st, slot)
@@ -241,14 +241,29 @@ class _PoolServer(gen_server.GenServer):
         sub = f"pool-worker-{n}"
         w = _Worker(WorkerId(n), slot, pid, mref, sub)
         st.workers[n] = w
+        st.by_sub[sub] = pid
         st.by_mref[mref] = w
         st.order.append(n)
-        rt, _ = runtime.subscribe(st.rt, sub, sub, 0, pid)
-        st.rt, out = runtime.ask(rt, sub, cfg.prefetch)
-        _execute(out)
+        stage, _ = core.update(st.stage, Subscribe(sub, sub, 0))
+        stage, effects = core.update(stage, Ask(sub, cfg.prefetch))
+        st.stage = stage
+        self._run(st, effects)
         return w
 
     # -- effects ------------------------------------------------------------------------
+
+    @staticmethod
+    def _run(st: _State, effects: list) -> None:
+        by_sub = st.by_sub
+        send = e.send
+        for eff in effects:
+            pid = by_sub.get(eff.id)
+            if pid is None:
+                continue
+            if type(eff) is SendEvents:
+                send(pid, (_WORK, eff.events))
+            elif type(eff) is NotifyCancelled:
+                send(pid, (_QUIT,))
 
     def _source_actions(self, st: _State, actions: list) -> None:
         notifier = st.notifier_source
@@ -266,7 +281,7 @@ class _PoolServer(gen_server.GenServer):
         r = st.reservation
         if r is None or st.stopping:
             return
-        stage = st.rt.state
+        stage = st.stage
         capacity = core.available_demand(stage) - core.buffer_size(stage)
         r, actions = sc.reconcile(r, capacity)
         st.reservation = r
@@ -283,14 +298,15 @@ class _PoolServer(gen_server.GenServer):
             if st.reservation is not None:
                 return ("reply", ("error", SourceManaged()), st)
             try:
-                st.rt, out = runtime.push(st.rt, request[1])
+                stage, effects = core.update(st.stage, Push(request[1]))
             except StageError as err:
                 return ("reply", ("error", StageProtocol(err)), st)
-            _execute(out)
+            st.stage = stage
+            self._run(st, effects)
             return ("reply", _OK, st)
         if request is SNAPSHOT or request == SNAPSHOT:
             workers = tuple(st.workers[n].id for n in st.order)
-            return ("reply", ("ok", Snapshot(workers, core.buffer_size(st.rt.state), st.stopping)), st)
+            return ("reply", ("ok", Snapshot(workers, core.buffer_size(st.stage), st.stopping)), st)
         if request is STOP or request == STOP:
             return self._stop(from_, st)
         if tag == _source.SUPPLY:
@@ -306,14 +322,15 @@ class _PoolServer(gen_server.GenServer):
         if st.reservation is not None:
             st.reservation, actions = sc.shutdown(st.reservation)
             self._source_actions(st, actions)
-        if core.buffer_size(st.rt.state) == 0:
+        if core.buffer_size(st.stage) == 0:
             return self._begin_shutdown(st)
         return ("noreply", st)
 
     def _begin_shutdown(self, st: _State) -> Any:
         st.shutdown_started = True
-        st.rt, out = runtime.shutdown(st.rt)
-        _execute(out)  # a quit queued behind each worker's pending batches
+        stage, effects = core.update(st.stage, Shutdown())
+        st.stage = stage
+        self._run(st, effects)  # a quit queued behind each worker's pending batches
         if not st.workers:
             return self._finish(st)
         return ("noreply", st)
@@ -337,12 +354,12 @@ class _PoolServer(gen_server.GenServer):
             return ("error", err)
         if reservation is not st.reservation:  # accepted, and something to deliver
             try:
-                rt, out = runtime.push(st.rt, events)
+                stage, effects = core.update(st.stage, Push(events))
             except StageError as err:
                 return ("error", sc.SourceUnavailable(err))  # neither the reservation nor the stage moves
-            st.rt = rt
+            st.stage = stage
             st.reservation = reservation
-            _execute(out)
+            self._run(st, effects)
         self._reconcile(st)
         return ("ok", result)
 
@@ -356,7 +373,7 @@ class _PoolServer(gen_server.GenServer):
                     st.reservation, actions = sc.unavailable(st.reservation)
                     self._source_actions(st, actions)
                 elif tag == _source.AVAILABLE:
-                    stage = st.rt.state
+                    stage = st.stage
                     capacity = core.available_demand(stage) - core.buffer_size(stage)
                     st.reservation, actions = sc.available(st.reservation, capacity)
                     self._source_actions(st, actions)
@@ -381,15 +398,20 @@ class _PoolServer(gen_server.GenServer):
         demand commutes with the other requests, so taking them first is safe.
         """
         workers = st.workers
-        ask = runtime.ask
+        by_sub = st.by_sub
+        send = e.send
+        update = core.update
         while True:
             w = workers.get(msg[1])
             if w is not None and not st.shutdown_started:
-                st.rt, out = ask(st.rt, w.sub, msg[2])
-                if out:
-                    _execute(out)
+                stage, effects = update(st.stage, Ask(w.sub, msg[2]))
+                st.stage = stage
+                for eff in effects:
+                    pid = by_sub.get(eff.id)
+                    if pid is not None:
+                        send(pid, (_WORK, eff.events) if type(eff) is SendEvents else (_QUIT,))
                 if st.stopping:
-                    if core.buffer_size(st.rt.state) == 0:
+                    if core.buffer_size(stage) == 0:
                         return self._begin_shutdown(st)
                 elif st.reservation is not None:
                     self._reconcile(st)
@@ -407,6 +429,7 @@ class _PoolServer(gen_server.GenServer):
             return ("noreply", st)
         n = w.id.value
         del st.workers[n]
+        st.by_sub.pop(w.sub, None)
         st.order.remove(n)
         self._report(st, WorkerStopped(w.id, w.slot))
         if st.shutdown_started:
@@ -414,24 +437,16 @@ class _PoolServer(gen_server.GenServer):
                 return self._finish(st)
             return ("noreply", st)
         # at-most-once: the dead worker's batch and outstanding demand are dropped
-        st.rt, out = runtime.participant_down(st.rt, w.sub)
-        _execute(out)  # the dead worker's quit is dropped (ensemble drops a message to an exited pid)
+        stage, effects = core.update(st.stage, ParticipantDown(w.sub))
+        st.stage = stage
+        self._run(st, effects)
         try:
             replacement = self._start_worker(st, w.slot)
         except _WorkerStartFailed as err:
             return ("stop", ("worker_start_failed", err.reason), st)
         self._report(st, WorkerStarted(replacement.id, w.slot))
         self._report(st, WorkerReplaced(w.id, replacement.id, w.slot))
-        if st.stopping and core.buffer_size(st.rt.state) == 0:
+        if st.stopping and core.buffer_size(st.stage) == 0:
             return self._begin_shutdown(st)
         self._reconcile(st)
         return ("noreply", st)
-
-
-def _execute(out: list) -> None:
-    """Carry out the runtime's deliveries, in order: ``Events`` is work for the worker, ``Cancelled`` its quit."""
-    send = e.send
-    events = runtime.Events
-    for d in out:
-        m = d.message
-        send(d.to, (_WORK, m.events) if type(m) is events else (_QUIT,))

@@ -94,21 +94,6 @@ def test_validation_uses_the_core_buffer_capacity_rule(capacity):
         assert core.InvalidBufferCapacity(capacity) == info.value
 
 
-def test_the_pool_routes_through_the_runtime():
-    """The pool's state is a constellation.runtime value: one route per worker, reached through its pid."""
-    from constellation import runtime
-    from ensemble import sys
-
-    pool = wp.start(_config(size=2, prefetch=3))
-    state = sys.get_state(pool.whereis())
-    assert type(state.rt) is runtime.Runtime
-    workers = [state.workers[n] for n in state.order]
-    assert {w.sub: w.sub for w in workers} == runtime.routes(state.rt)
-    assert {w.sub: w.pid for w in workers} == runtime.participants(state.rt)
-    assert 6 == core.available_demand(state.rt.state)
-    wp.stop(pool)
-
-
 def test_supervised_validates_raw():
     """supervised raises the config error itself."""
     with pytest.raises(wp.InvalidTimeout) as info:
