@@ -532,7 +532,9 @@ class _ShardServer(_gs.GenServer):
     def handle_call(self, request: Any, from_: Any, state: Any) -> Any:
         """Answer ``request`` (``(kind, *args)``, ``kind`` one of :data:`CALLS`) with ``("ok", value)``, or
         ``("error", exc)`` for a deliberate refusal: a :class:`fusee.errors.Error` the request raised (the
-        caller's mistake or the run's state: NotFound, AlreadyExists, Busy, StorageError, ...), an error
+        caller's mistake or the run's state: NotFound, AlreadyExists, Busy, StorageError, ...), a
+        ``TypeError`` or ``ValueError`` (bad input the records' checks refuse: a careless caller must not
+        take a shard down), an error
         a query handler (user code) raised, or an unknown request (ValueError).  Anything else escapes:
         a bug of this server crashes it (let it crash) rather than pass for an answer."""
         name = CALLS.get(request[0]) if type(request) is tuple and request and type(request[0]) is str else None
@@ -540,7 +542,7 @@ class _ShardServer(_gs.GenServer):
             return ("reply", ("error", ValueError(f"the shard server takes no request {request!r:.200} (it takes: {sorted(CALLS)})")), state)
         try:
             reply = ("ok", getattr(self, name)(*request[1:]))
-        except Error as exc:
+        except (Error, TypeError, ValueError) as exc:  # a refusal: fusee's own, or bad input (a record's check)
             reply = ("error", exc)
         except _Refused as exc:
             reply = ("error", exc.error)

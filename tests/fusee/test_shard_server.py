@@ -92,3 +92,22 @@ def test_an_unexpected_exception_crashes_the_shard_server(monkeypatch):
 
 def test_the_vocabulary_is_the_module_constant():
     assert fshard.CALLS is CALLS
+
+
+def test_bad_input_through_the_api_is_refused_and_takes_no_shard_down():
+    """A careless caller's values that only the records' checks refuse (a TypeError or ValueError inside
+    the server) come back as that error, nothing recorded, and the shard server lives on."""
+    eng = fusee.Engine.open(None, [asked], shards=1)
+    try:
+        pid = eng.host.servers[0]
+        eng.start(asked, "a", 1)
+        with pytest.raises(TypeError, match="dedup"):
+            eng.signal("a", "go", 1, dedup=[1])
+        with pytest.raises(fusee.NotSerializable):
+            eng.cancel("a", {1})
+        assert e.is_alive(pid)
+        assert eng.describe("a")["status"] == "running"
+        assert eng.signal("a", "go", 7)
+        assert eng.result("a", timeout=10) == 7
+    finally:
+        eng.shutdown()
