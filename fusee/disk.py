@@ -9,12 +9,16 @@ be tried deterministically.  Every method raises ``OSError`` as ``os`` does.
 
 from __future__ import annotations
 
+import errno
 import os
 
 __all__ = ["Disk", "DISK", "OPS"]
 
 #: The operations a :class:`Disk` makes that can fail with a full or failing disk.
 OPS = ("write", "fdatasync", "fsync", "allocate", "rename", "mkdir")
+
+# posix_fallocate errors that mean "not supported here" (then ftruncate), not a full or failing disk
+_UNSUPPORTED = (errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP), errno.EINVAL, errno.ENOSYS)
 
 
 class Disk:
@@ -104,10 +108,6 @@ class Disk:
             raise
         self.fsync_dir(os.path.dirname(path) or ".")
 
-
-import errno as _errno  # noqa: E402
-
-_UNSUPPORTED = (_errno.EOPNOTSUPP, getattr(_errno, "ENOTSUP", _errno.EOPNOTSUPP), _errno.EINVAL, _errno.ENOSYS)
 
 #: The plain disk.
 DISK = Disk()

@@ -41,6 +41,7 @@ exception: ``{"type": "ValueError", "message": "..."}``.
 
 from __future__ import annotations
 
+import errno as _errno
 from typing import Any, Final
 
 __all__ = [
@@ -339,13 +340,14 @@ class StorageFailed(StorageError):
         return f"storage failed: {self.op} {self.path}: {self.why or self.errno}"
 
 
+_FULL = (_errno.ENOSPC, getattr(_errno, "EDQUOT", -1))  # the errnos of a full disk (or quota)
+
+
 def storage_error(exc: OSError, op: str, path: Any) -> StorageError:
     """The fusee error for OS error ``exc`` of ``op`` on ``path``: :class:`StorageFull` for ENOSPC and
     EDQUOT, else :class:`StorageFailed`."""
-    import errno as _errno
-
     code = exc.errno
-    cls = StorageFull if code in (_errno.ENOSPC, getattr(_errno, "EDQUOT", -1)) else StorageFailed
+    cls = StorageFull if code in _FULL else StorageFailed
     return cls(op, path, code, exc.strerror or str(exc))
 
 

@@ -149,10 +149,7 @@ def wait_durable(s: ShardState, lsn: int, seq: "count[int]", timeout: float | No
     Raises ValueError for an LSN not yet appended, the storage error that
     voided ``lsn``, and the error that stopped the shard's flushes.
     """
-    if s.voided:
-        err = _void_error(s, lsn)
-        if err is not None:
-            raise err
+    _raise_if_voided(s, lsn)
     if s.durable_lsn >= lsn:
         return True
     if lsn >= s.next_lsn:
@@ -165,9 +162,7 @@ def wait_durable(s: ShardState, lsn: int, seq: "count[int]", timeout: float | No
     tok = Token(home)
     ent = (e.self(), tok)
     with s.lock:
-        err = _void_error(s, lsn) if s.voided else None
-        if err is not None:
-            raise err
+        _raise_if_voided(s, lsn)
         if s.durable_lsn >= lsn:
             return True
         if s.error is not None:
@@ -313,10 +308,7 @@ def _flush_inline(s: ShardState, lsn: int) -> None:
         finally:
             if not released:
                 _hand_back(s)
-        if s.voided:
-            err = _void_error(s, lsn)
-            if err is not None:
-                raise err
+        _raise_if_voided(s, lsn)  # records after a voided lsn may have become durable past it
 
 
 def _deferred_kick(s: ShardState) -> None:
@@ -471,6 +463,14 @@ def _void(s: ShardState, first: int, error: StorageError) -> None:
     if kick:
         e.send(s.pid, _KICK)
     _wake(s, [w for w in woken if not callable(w)], error)
+
+
+def _raise_if_voided(s: ShardState, lsn: int) -> None:
+    """Raise the storage error that voided ``lsn`` of ``s``, if one did (cheap while nothing was voided)."""
+    if s.voided:
+        err = _void_error(s, lsn)
+        if err is not None:
+            raise err
 
 
 def _void_error(s: ShardState, lsn: int) -> StorageError | None:
