@@ -30,7 +30,7 @@ alternating runs after a warm-up at N/10 (see ``bench/_harness.py``).
 
 Why batches: a supervisor keeps one history entry per restart within the
 period and walks them all on every restart (OTP's ``add_restart`` does a
-``lists:takewhile``; ``ensemble.order.add_restart`` does the same), so under
+``lists:takewhile``; ``ensemble.decide.supervisor.add_restart`` does the same), so under
 one supervisor with intensity N the cost of a restart grows with N and N
 restarts take O(N^2): at N = 20,000 that bookkeeping, not the restart, is
 most of the time on both sides (Erlang ~4.7k restarts/s against ~70k in

@@ -12,10 +12,13 @@
     e.receive(timeout=0)                          # ("events", "s1", (1, 2))
     stage.stop()                                  # ("cancelled", "s1") comes too
 
-Layers: :mod:`constellation.core` (the pure protocol), :mod:`constellation.dispatch`
-(strategies), :mod:`constellation.runtime` (pure participant registry and
-routing), the stage process (:func:`start`, :class:`Stage`),
-:mod:`constellation.consumer` and :mod:`constellation.telemetry`.
+Layers, pure first: :mod:`constellation.core` (the protocol),
+:mod:`constellation.dispatch` (strategies), :mod:`constellation.runtime`
+(participant registry and routing), ``_source_core`` (a source's grants); then
+the processes over them: the stage (``_stage``: :func:`start`, :class:`Stage`),
+:mod:`constellation.consumer`, :mod:`constellation.source`,
+:mod:`constellation.worker_pool` (``_pool_server``, ``_pool_types``), and
+:mod:`constellation.telemetry` (its reporter runs in ``_notifier``).
 """
 
 from __future__ import annotations

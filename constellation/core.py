@@ -53,6 +53,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Hashable, Iterable, Optional, Union
 
+from ensemble.decide.values import same
+
 from . import dispatch as _dispatch
 from .dispatch import Strategy
 
@@ -266,20 +268,13 @@ class ConfigError(ValueError):
         return (type(self), (self.value,))
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and _same(self.value, other.value)  # type: ignore[attr-defined]
+        return type(other) is type(self) and same(self.value, other.value)  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
         return hash(type(self))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.value!r})"
-
-
-def _same(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - an odd __eq__ means "not the same"
-        return False
 
 
 class InvalidBufferCapacity(ConfigError):

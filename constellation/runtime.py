@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Hashable
 
-from ensemble._values import same
+from ensemble.decide.values import same
 
 from . import core
 

@@ -4,6 +4,18 @@ Processes are greenlets with a pid, a mailbox and Erlang's exit semantics:
 spawn, send, selective receive, links, monitors, exit signals that land
 wherever a process is parked, names, aliases, timers and hibernation.
 Dispatchers place processes on native OS threads, each running its own hub.
+
+Layout: every decision (what a signal does, which message a receive takes,
+restart plans, timer order, what a callback's return means...) is a pure
+function in :mod:`ensemble.decide`, one module per asker.  The modules here
+carry the answers out: :mod:`ensemble._process` (the process table, delivery,
+parking, signals) and its neighbours (``_spawn``, ``_links``, ``_names``,
+``_info``, ``_carrier``, :mod:`ensemble.dispatcher`, :mod:`ensemble.timer`,
+``_passivate``), and the behaviours (:mod:`ensemble.gen_server`,
+:mod:`ensemble.gen_statem`, :mod:`ensemble.gen_event`, :mod:`ensemble.supervisor`,
+:mod:`ensemble.application`, :mod:`ensemble.sys`) over OTP's shared plumbing
+(``_gen``, ``_sysmsg``).  :mod:`ensemble.threads` and :mod:`ensemble.native` are
+the public primitives the layers above use.
 """
 
 from __future__ import annotations
@@ -54,7 +66,7 @@ from ._terms import TIMEOUT as TIMEOUT
 from ._terms import Alias as Alias
 from ._terms import Ref as Ref
 from ._terms import make_ref as make_ref
-from .select import NOMATCH as NOMATCH
+from .decide.receive import NOMATCH as NOMATCH
 
 __version__ = "0.1.0"
 
@@ -109,6 +121,38 @@ __all__ = [
     "update_state",
     "whereis",
 ]
+
+
+#: The decision modules' former names (before they moved into :mod:`ensemble.decide`), kept so
+#: that ``import ensemble.select`` and ``from ensemble import order`` go on working: each gives the
+#: very module object of its new place.
+FORMER_NAMES: dict[str, str] = {
+    "_values": "values",
+    "signal": "signal",
+    "select": "receive",
+    "life": "life",
+    "timers": "timer",
+    "order": "supervisor",
+    "childspec": "childspec",
+    "callback": "gen_server",
+    "request": "request",
+    "statem": "gen_statem",
+    "appdecide": "application",
+    "eventdecide": "gen_event",
+}
+
+
+def _register_former_names() -> None:
+    import importlib
+    import sys as _sys
+
+    for former, name in FORMER_NAMES.items():
+        module = importlib.import_module(f"{__name__}.decide.{name}")
+        _sys.modules.setdefault(f"{__name__}.{former}", module)
+        globals().setdefault(former, module)
+
+
+_register_former_names()
 
 
 def __getattr__(name: str):  # ensemble.timer and ensemble.native are imported on first use

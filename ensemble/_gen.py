@@ -22,8 +22,8 @@ from ._exceptions import Badarg, CallError, Exit, StartError
 from ._links import demonitor, monitor, unlink
 from ._names import alias, send, unalias
 from ._terms import NODE, TIMEOUT, Alias, new_alias
-from ._values import same
-from .select import NOMATCH
+from .decide.values import same
+from .decide.receive import NOMATCH
 
 __all__ = [
     "CALL",

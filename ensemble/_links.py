@@ -7,7 +7,7 @@ from typing import Any
 from . import _process as P
 from ._exceptions import Badarg, Exit
 from ._terms import NODE, Ref, make_ref
-from .signal import EXIT
+from .decide.signal import EXIT
 
 __all__ = ["exit", "link", "unlink", "trap_exit", "monitor", "demonitor"]
 

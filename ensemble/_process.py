@@ -1,9 +1,9 @@
 """The process table and the runtime's effects: delivery, parking, signals, exit.
 
 This is the imperative shell of the process model.  It decides nothing itself:
-what an exit signal does is :func:`ensemble.signal.on_signal`'s answer, which
-message a receive takes is :func:`ensemble.select.scan`'s, and how a process's
-life moves is :func:`ensemble.life.step`'s.  Here those answers are carried out
+what an exit signal does is :func:`ensemble.decide.signal.on_signal`'s answer, which
+message a receive takes is :func:`ensemble.decide.receive.scan`'s, and how a process's
+life moves is :func:`ensemble.decide.life.step`'s.  Here those answers are carried out
 across greenlets and carrier threads.
 
 Concurrency contract
@@ -23,7 +23,7 @@ Concurrency contract
   table), then throws :class:`ExitSignal` into the greenlet from its own hub,
   wherever it is parked.  From then on the process is DEAD and never runs
   ensemble again: its calls into ensemble go through
-  :func:`ensemble.life.on_call` (see :func:`doomed_call`), and a body that
+  :func:`ensemble.decide.life.on_call` (see :func:`doomed_call`), and a body that
   swallowed the signal is parked for good in :data:`LIMBO` at its next call.
 * A dead process whose greenlet still runs (stuck in a native call, CPU-bound,
   or swallowing the signal in a raw gevent wait) is a straggler: see
@@ -40,14 +40,14 @@ from typing import Any, Callable
 
 from greenlet import getcurrent, greenlet
 
-from . import life as _life
-from . import signal as _signal
+from .decide import life as _life
+from .decide import signal as _signal
 from ._carrier import Carrier, carrier_of_this_thread
 from ._exceptions import Badarg, Exit, ExitSignal, Hibernate
 from ._terms import NODE, TIMEOUT, Alias
 from ._threads import allocate_lock, get_ident
-from ._values import Singleton
-from . import select as _select
+from .decide.values import Singleton
+from .decide import receive as _select
 
 __all__ = ["Pid"]
 
@@ -128,7 +128,7 @@ class Pid:
         "_raised",  # how many times ExitSignal has been raised in the process
         "reason",  # ALIVE while alive, then the exit reason
         "value",  # the function's return value after a normal exit
-        "life",  # ensemble.life state
+        "life",  # ensemble.decide.life state
         "trap",  # trap_exit flag
         "links",  # set of Pid, or None (closed)
         "link_exits",  # {Pid: its link's ("EXIT", pid, reason) message}, or None: see unlink
@@ -270,7 +270,7 @@ def check_caller() -> None:
 
 
 def doomed_call(p: Pid) -> None:
-    """In ``p``'s own greenlet, ``p`` being dead: carry out :func:`ensemble.life.on_call`.
+    """In ``p``'s own greenlet, ``p`` being dead: carry out :func:`ensemble.decide.life.on_call`.
 
     Raises ``p``'s :class:`ExitSignal`, or parks the greenlet for good
     (:func:`_limbo`); returns only if ``on_call`` answers PROCEED, or while
@@ -542,10 +542,10 @@ def raise_doom(p: Pid) -> None:
 def signal_locked(
     target: Pid, kind: str, reason: Any, sender: Pid | None, via_link: bool = False
 ) -> None:
-    """Under LOCK: carry out :func:`ensemble.signal.on_signal` for one signal.
+    """Under LOCK: carry out :func:`ensemble.decide.signal.on_signal` for one signal.
 
     An ``("EXIT", sender, reason)`` message that a link produced (a
-    :data:`~ensemble.signal.LINK` signal, or ``via_link``: linking to a dead
+    :data:`~ensemble.decide.signal.LINK` signal, or ``via_link``: linking to a dead
     process) is remembered, for :func:`ensemble.unlink` to take back.
     """
     if target.reason is not ALIVE:

@@ -9,7 +9,7 @@ from . import dispatcher as _dispatcher
 from ._exceptions import Badarg, Exit, Hibernate
 from ._parker import Parker
 from ._terms import TIMEOUT, Ref, make_ref
-from .signal import is_normal
+from .decide.signal import is_normal
 
 __all__ = [
     "spawn",

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from . import _gen
 from . import logger as _logger
-from .select import NOMATCH
+from .decide.receive import NOMATCH
 
 __all__ = ["Debug", "Hooks", "Refuse", "handle", "suspended_matcher", "observed"]
 

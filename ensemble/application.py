@@ -60,7 +60,7 @@ messages; the controller answers the waiting callers then.  So a ``start``
 may call :func:`get_env` or start another application.  Every decision
 (the spec check, refusals, the dependency order, what an exit means, what to
 stop and in which order, the env) is a pure function of
-:mod:`ensemble.appdecide`, re-exported here; the runtime below only carries
+:mod:`ensemble.decide.application`, re-exported here; the runtime below only carries
 out its answers.
 
 Where this differs from OTP: :func:`load` of a loaded application replaces
@@ -77,7 +77,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from . import _process as P
-from . import appdecide as _decide
+from .decide import application as _decide
 from . import gen_server
 from . import logger as _logger
 from ._exceptions import CallError, Exit, StartError
@@ -85,7 +85,7 @@ from ._links import exit as _exit_signal
 from ._links import monitor
 from ._names import send
 from ._spawn import spawn
-from .appdecide import (
+from .decide.application import (
     RECORD,
     STOP_OTHERS,
     TYPES,
@@ -99,7 +99,7 @@ from .appdecide import (
     start_refusal,
     stop_others,
 )
-from .select import NOMATCH
+from .decide.receive import NOMATCH
 
 __all__ = [
     "ApplicationError",
@@ -153,7 +153,7 @@ def _fail(reason: Any) -> ApplicationError:
 def interpret_start(ret: Any) -> tuple | None:
     """``(top, state)`` for what ``start`` answered: a pid, or ``(pid, state)``; None for anything else.
 
-    :func:`ensemble.appdecide.interpret_start` with this runtime's ``Pid``.
+    :func:`ensemble.decide.application.interpret_start` with this runtime's ``Pid``.
     """
     return _decide.interpret_start(ret, P.Pid)
 

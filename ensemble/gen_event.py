@@ -55,7 +55,7 @@ that are not the manager's own go to each handler's ``handle_info``; an
 
 Every decision (what a return means, which handler an id names, whether a
 swap is refused, who owns what, who is told and reported what) is a pure
-function of :mod:`ensemble.eventdecide`; the manager below only carries out
+function of :mod:`ensemble.decide.gen_event`; the manager below only carries out
 its answers.  The return forms and :func:`interpret_handler_return` are
 re-exported here.
 """
@@ -66,13 +66,13 @@ from typing import Any, NamedTuple
 
 from . import _gen
 from . import _process as P
-from . import eventdecide as _decide
+from .decide import gen_event as _decide
 from . import gen_server
 from . import logger as _logger
 from ._exceptions import EnsembleError, Exit
 from ._links import link, unlink
 from ._names import send
-from .eventdecide import KINDS, Bad, Ok, Refuse, Remove, Reply, Swap, interpret_handler_return
+from .decide.gen_event import KINDS, Bad, Ok, Refuse, Remove, Reply, Swap, interpret_handler_return
 
 __all__ = [
     "HandlerError",

@@ -5,7 +5,7 @@ A server is an object with ``init()``, ``handle_call(request, from_, state)``,
 ``handle_continue(continue_, state)``, ``handle_timeout(state)``,
 ``terminate(reason, state)`` and optionally ``format_status(status)``;
 subclass :class:`GenServer` for OTP's defaults.  Returns are OTP's tuples
-(see :mod:`ensemble.callback`, which decides what each means)::
+(see :mod:`ensemble.decide.gen_server`, which decides what each means)::
 
     class Counter(GenServer):
         def init(self):
@@ -38,17 +38,17 @@ from typing import Any
 from . import _gen
 from . import _process as P
 from . import _sysmsg
-from . import callback as cb
+from .decide import gen_server as cb
 from . import logger as _logger
-from . import request as _request
+from .decide import request as _request
 from ._exceptions import Badarg, Exit
 from ._links import demonitor, monitor
 from ._names import alias, send, unalias
 from ._passivate import passivate
 from ._spawn import hibernate
 from ._terms import NODE, TIMEOUT
-from .select import NOMATCH
-from .signal import is_shutdown
+from .decide.receive import NOMATCH
+from .decide.signal import is_shutdown
 
 __all__ = [
     "GenServer",
@@ -347,7 +347,7 @@ def _decode(srv: _Server, msg: Any) -> None:
 
 
 def _dispatch(srv: _Server, kind: str, arg: Any, msg: Any, from_: Any = None) -> None:
-    """Run one callback, interpret its return (ensemble.callback) and carry it out."""
+    """Run one callback, interpret its return (ensemble.decide.gen_server) and carry it out."""
     srv.last = msg
     debug = srv.debug
     if debug.stats is not None or debug.trace:

@@ -41,7 +41,7 @@ message protocol is gen_server's; this module re-exports them); answer a call
 with a ``("reply", from_, value)`` action or :func:`reply`.
 
 What each return and action means, and how the event queue and the
-time-outs move, is decided by :mod:`ensemble.statem`; this module carries it
+time-outs move, is decided by :mod:`ensemble.decide.gen_statem`; this module carries it
 out.  A due time-out is delivered before any message not yet received; a
 hibernating machine still gets its time-outs (a timer wakes it).  sys sees
 the state as ``(state, data)``.  A callback that raises makes the machine run
@@ -58,11 +58,11 @@ from . import _gen
 from . import _process as P
 from . import _sysmsg
 from . import logger as _logger
-from . import statem as sm
+from .decide import gen_statem as sm
 from ._exceptions import Exit
 from ._spawn import hibernate
 from ._terms import TIMEOUT
-from .signal import is_shutdown
+from .decide.signal import is_shutdown
 
 __all__ = ["GenStatem", "BadState", "start", "start_link", "enter_loop", "call", "cast", "reply", "stop"]
 

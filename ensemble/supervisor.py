@@ -1,9 +1,9 @@
 """supervisor: a process that starts, watches and restarts children (OTP's supervisor).
 
 A supervisor is a gen_server trapping exits.  What it does is decided by two
-pure modules: :mod:`ensemble.childspec` (which flags and child specs are
+pure modules: :mod:`ensemble.decide.childspec` (which flags and child specs are
 valid, with their defaults; how a start's answer reads; which operations are
-allowed) and :mod:`ensemble.order` (whether an exit is restarted, the restart
+allowed) and :mod:`ensemble.decide.supervisor` (whether an exit is restarted, the restart
 plan of each strategy, restart intensity, auto-shutdown).  Here those answers
 are carried out::
 
@@ -29,16 +29,16 @@ from time import monotonic
 from typing import Any
 
 from . import _process as P
-from . import childspec as cs
+from .decide import childspec as cs
 from . import gen_server
 from . import logger as _logger
-from . import order
+from .decide import supervisor as order
 from ._exceptions import Exit, StartError
 from ._links import demonitor, link, monitor, unlink
 from ._links import exit as exit_signal
 from ._terms import TIMEOUT
-from .select import NOMATCH
-from .signal import is_shutdown
+from .decide.receive import NOMATCH
+from .decide.signal import is_shutdown
 
 __all__ = [
     "start",

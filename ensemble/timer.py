@@ -2,7 +2,7 @@
 
 Times are seconds (floats).  Every decision -- when a timer fires, in what
 order, what a cancel answers, which timers an exit ends -- is
-:class:`ensemble.timers.TimerTable`'s; this module keeps one table for the
+:class:`ensemble.decide.timer.TimerTable`'s; this module keeps one table for the
 node, serves it with one timer server process (registered as
 ``"timer_server"``, started on first use, on a carrier thread of its own so
 that timers fire while other carriers are busy), and carries out what fires.
@@ -25,7 +25,7 @@ from . import dispatcher as _dispatcher
 from ._exceptions import Badarg
 from ._terms import TIMEOUT, Ref, make_ref
 from ._threads import allocate_lock
-from .timers import Timer, TimerTable
+from .decide.timer import Timer, TimerTable
 
 __all__ = [
     "monotonic_time",

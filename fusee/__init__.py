@@ -6,6 +6,15 @@
 >>> with fusee.Engine.open(None, workflows=[greet]) as engine:
 ...     engine.execute(greet, "greet-1", "world")
 'hello, world'
+
+Layers: pure (:mod:`fusee.codec`, :mod:`fusee.records`, :mod:`fusee.segment`,
+:mod:`fusee.replay`, :mod:`fusee.parking`, the parsers of :mod:`fusee.directory`);
+storage (:mod:`fusee.disk`, :mod:`fusee.journal` over ``segment_files``,
+``group_commit``, ``journal_shard``, ``journal_metrics``; :mod:`fusee.store`);
+runs (:mod:`fusee.host`, what the inner modules share; :mod:`fusee.shard`, the
+shard servers; ``run_state``, ``ctx``, ``run_process``, ``run_family``,
+``behalf``, :mod:`fusee.concurrency`, :mod:`fusee.delay`, :mod:`fusee.workflow`);
+and the face (:mod:`fusee.engine`, :mod:`fusee.testing`).
 """
 
 from .codec import register

@@ -80,6 +80,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Final, Iterable
 
+from ensemble.decide.values import same
+
 from . import records as r
 from .errors import Cancelled, ChildFailed, DeterminismError, StepFailed
 
@@ -717,13 +719,9 @@ class Machine:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Names compare equal, by type and value; a name whose ``==`` misbehaves is not the same."""
-    if type(a) is not type(b):
-        return False
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
+    """Names compare equal by type and value (``1`` is not ``True``); a name whose ``==``
+    misbehaves is not the same (:func:`ensemble.decide.values.same`)."""
+    return type(a) is type(b) and same(a, b)
 
 
 def _replay_of(op: Op) -> Replay:

@@ -170,3 +170,89 @@ def test_fusee_graph_is_what_it_imports() -> None:
     assert "fusee.behalf" in graph["fusee.delay"]
     assert "fusee.workflow" in graph["fusee.concurrency"]  # an import inside a function counts too
     assert "fusee.host" not in graph["fusee.run_state"]  # TYPE_CHECKING only
+
+
+# -- the decision modules import nothing effectful ---------------------------------------------------
+
+#: Each package's pure decision modules: no processes, no I/O, no clock, no threads.
+DECISIONS: dict[str, set[str]] = {
+    "ensemble": {m for m in modules("ensemble") if m.startswith("ensemble.decide")},
+    "constellation": {
+        "constellation.core",
+        "constellation.dispatch",
+        "constellation.runtime",
+        "constellation._source_core",
+    },
+    "fusee": {"fusee.replay", "fusee.parking", "fusee.segment", "fusee.records"},
+}
+
+#: Modules a decision module may import besides decision modules: plain values, errors and pure
+#: encodings.  (``fusee.crc32c`` is a pure function; its loader picks the C or Python version.)
+VALUES: set[str] = {
+    "ensemble._terms",
+    "ensemble._exceptions",
+    "fusee.codec",
+    "fusee.errors",
+    "fusee.durations",
+    "fusee.crc32c",
+}
+
+#: The standard-library modules a decision may use: data structures and arithmetic, nothing that
+#: reads a clock, starts a thread or touches a file, a socket or the process.
+PURE_STDLIB: set[str] = {
+    "__future__", "typing", "collections", "dataclasses", "itertools", "functools", "heapq",
+    "bisect", "math", "operator", "re", "enum", "abc", "numbers", "struct", "json", "reprlib",
+    "types", "datetime",
+}
+
+
+def _outside_imports(path: Path) -> set[str]:
+    """The top-level names of the modules ``path`` imports absolutely (not relative imports)."""
+    out: set[str] = set()
+    for node in _imports(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif node.level == 0 and node.module:
+            out.add(node.module)
+    return out
+
+
+@pytest.mark.parametrize("package", CHECKED)
+def test_decision_modules_import_nothing_effectful(package: str) -> None:
+    """A decision module imports, from its package, only decisions and values (so, every decision module being checked, also transitively);
+    from outside, only pure parts of the standard library and ensemble's decisions."""
+    decisions = DECISIONS[package]
+    assert len(decisions) >= 4, decisions
+    graph, mods = edges(package), modules(package)
+    allowed_inside = decisions | VALUES | {package}
+    for mod in sorted(decisions):
+        assert mod in mods, f"{mod} is named as a decision module but does not exist"
+        inside = graph[mod] - allowed_inside
+        assert not inside, f"{mod} imports effectful modules of its package: {sorted(inside)}"
+        outside = {
+            m for m in _outside_imports(mods[mod]) if m.split(".")[0] != package
+        }
+        bad = {
+            m for m in outside
+            if m.split(".")[0] not in PURE_STDLIB and not m.startswith("ensemble.decide")
+        }
+        assert not bad, f"{mod} imports effectful modules: {sorted(bad)}"
+
+
+def test_the_purity_check_refuses_an_effectful_import(tmp_path, monkeypatch) -> None:
+    """The check above can fail: a decision module importing time, or a relative effectful module."""
+    pkg = tmp_path / "q"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "pure.py").write_text("import math\nfrom . import shell\n")
+    (pkg / "shell.py").write_text("import time\n")
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    monkeypatch.setitem(DECISIONS, "q", {"q.pure", "q.shell", "q.a", "q.b"})
+    (pkg / "a.py").write_text("")
+    (pkg / "b.py").write_text("")
+    with pytest.raises(AssertionError, match="effectful modules: \\['time'\\]"):
+        test_decision_modules_import_nothing_effectful("q")
+    monkeypatch.setitem(DECISIONS, "q", {"q.pure", "q.a", "q.b", "q.c"})
+    (pkg / "c.py").write_text("")
+    with pytest.raises(AssertionError, match="effectful modules of its package: \\['q.shell'\\]"):
+        test_decision_modules_import_nothing_effectful("q")

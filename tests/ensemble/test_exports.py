@@ -42,3 +42,29 @@ def test_timer_and_dispatcher_modules():
         assert callable(getattr(ensemble.timer, name)), name
     for name in ["define", "shutdown", "dispatchers"]:
         assert callable(getattr(ensemble.dispatcher, name)), name
+
+
+def test_the_decision_modules_former_names_still_import():
+    """``ensemble.select``, ``from ensemble import order``...: each former name of a decision
+    module is the very module object that now lives in ensemble.decide."""
+    import importlib
+
+    import ensemble.decide as decide
+
+    assert len(ensemble.FORMER_NAMES) == 12
+    for former, name in ensemble.FORMER_NAMES.items():
+        module = importlib.import_module(f"ensemble.decide.{name}")
+        assert importlib.import_module(f"ensemble.{former}") is module
+        assert getattr(ensemble, former) is module
+        assert getattr(decide, name) is module
+    from ensemble import order, select  # noqa: F401 - the import is the test
+
+    assert select.NOMATCH is ensemble.NOMATCH and order.restart_plan is decide.supervisor.restart_plan
+
+
+def test_every_decision_module_is_in_ensemble_decide():
+    """The pure decision modules live in ensemble.decide, none at the top level."""
+    import pathlib
+
+    top = {p.stem for p in pathlib.Path(ensemble.__file__).parent.glob("*.py")}
+    assert set() == top & set(ensemble.FORMER_NAMES)

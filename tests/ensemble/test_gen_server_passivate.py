@@ -8,7 +8,7 @@ import pytest
 
 import ensemble as e
 from ensemble import NOMATCH
-from ensemble import callback as cb
+from ensemble.decide import gen_server as cb
 from ensemble import gen_server as gs
 
 

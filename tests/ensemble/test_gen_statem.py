@@ -8,10 +8,11 @@ import pytest
 import structlog
 
 import ensemble as e
-from ensemble import CallError, StartError, gen_server, gen_statem, statem
+from ensemble import CallError, StartError, gen_server, gen_statem
+from ensemble.decide import gen_statem as statem
 from ensemble import sys as esys
 from ensemble.gen_statem import GenStatem
-from ensemble.select import NOMATCH
+from ensemble.decide.receive import NOMATCH
 from ensemble._terms import TIMEOUT
 
 WINDOW = 1.0  # how long a test waits for something that must come
@@ -949,7 +950,7 @@ def test_sys_suspend_holds_events_and_timeouts_until_resume():
     assert [("cast", "arm", "a"), ("state_timeout", "st", "a")] == seen(2)
 
 
-# -- the runtime consults ensemble.statem --------------------------------------------------------
+# -- the runtime consults ensemble.decide.gen_statem -----------------------------------------------
 
 
 def test_results_go_through_statem_result_of(monkeypatch):

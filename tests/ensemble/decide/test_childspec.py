@@ -1,4 +1,4 @@
-"""Laws and OTP examples for ensemble.childspec: supervisor flags, child specs, start returns, child operations."""
+"""Laws and OTP examples for ensemble.decide.childspec: supervisor flags, child specs, start returns, child operations."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ensemble import childspec
-from ensemble.childspec import (
+from ensemble.decide import childspec
+from ensemble.decide.childspec import (
     AUTO_SHUTDOWNS,
     DEFAULT_FLAGS,
     IGNORED,
@@ -30,7 +30,7 @@ from ensemble.childspec import (
     start_result,
 )
 
-from ._hostile import Weird, WeirdInt, WeirdStr, WeirdTuple
+from .._hostile import Weird, WeirdInt, WeirdStr, WeirdTuple
 
 SETTINGS = settings(max_examples=100, deadline=None)
 FEW = settings(max_examples=30, deadline=None)  # laws over lists of specs: each example is costly to draw

@@ -1,4 +1,4 @@
-"""Laws and OTP examples for ensemble.statem: results, actions, queues and timers of gen_statem."""
+"""Laws and OTP examples for ensemble.decide.gen_statem: results, actions, queues and timers of gen_statem."""
 
 import math
 import pickle
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ensemble._terms import Alias
-from ensemble.statem import (
+from ensemble.decide.gen_statem import (
     ENTER,
     EVENT,
     HANDLE_EVENT_FUNCTION,
@@ -46,7 +46,7 @@ from ensemble.statem import (
     wait_time,
 )
 
-from ._hostile import Weird
+from .._hostile import Weird
 
 SETTINGS = settings(max_examples=60, deadline=None)
 KINDS = [EVENT, ENTER, INIT]

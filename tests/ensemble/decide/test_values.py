@@ -8,12 +8,12 @@ import pathlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ensemble._values import same
+from ensemble.decide.values import same
 
-from ._hostile import Weird, WeirdInt, WeirdStr
+from .._hostile import Weird, WeirdInt, WeirdStr
 
 SETTINGS = settings(max_examples=200, deadline=None)
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 class Truthy:
@@ -87,14 +87,20 @@ def _guarded_eq_copies(path: pathlib.Path) -> list:
     return found
 
 
-def test_the_guarded_equality_is_defined_once_in_ensemble_and_constellation():
-    """No module of ensemble/ or constellation/ holds its own copy of same (constellation.core's differs, below)."""
+def test_the_guarded_equality_is_defined_once_in_the_three_packages():
+    """No module of ensemble/, constellation/ or fusee/ holds its own copy of same: fusee.replay's
+    name check (type, then same) and constellation's error equality call it."""
     copies = {}
-    for package in ["ensemble", "constellation"]:
-        for path in sorted((ROOT / package).glob("*.py")):
+    for package in ["ensemble", "constellation", "fusee"]:
+        for path in sorted((ROOT / package).rglob("*.py")):
             names = _guarded_eq_copies(path)
             if names:
-                copies[f"{package}/{path.name}"] = names
-    # constellation.core._same has no identity shortcut (a ConfigError of NaN is not equal to
-    # itself): not a copy of same, kept so that behaviour does not change.
-    assert {"ensemble/_values.py": ["same"], "constellation/core.py": ["_same"]} == copies
+                copies[str(path.relative_to(ROOT))] = names
+    assert {"ensemble/decide/values.py": ["same"]} == copies
+
+
+def test_the_copy_finder_finds_a_copy(tmp_path):
+    """The finder above can fail: a hand-written guarded == is reported by its function's name."""
+    path = tmp_path / "m.py"
+    path.write_text("def eq(a, b):\n    try:\n        return bool(a == b)\n    except Exception:\n        return False\n")
+    assert ["eq"] == _guarded_eq_copies(path)

@@ -1,9 +1,9 @@
-"""Laws and examples for ensemble.life."""
+"""Laws and examples for ensemble.decide.life."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ensemble.life import (
+from ensemble.decide.life import (
     DEAD,
     PARK,
     PROCEED,

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ._values import Singleton, same
+from .values import Singleton, same
 
 __all__ = [
     "NORMAL",

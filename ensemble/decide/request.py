@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Iterator
 
-from ._terms import Alias, Ref
+from .._terms import Alias, Ref
 
 __all__ = [
     "ReqId",

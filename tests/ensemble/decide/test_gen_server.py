@@ -1,4 +1,4 @@
-"""Laws and OTP examples for ensemble.callback: what init and callback returns mean."""
+"""Laws and OTP examples for ensemble.decide.gen_server: what init and callback returns mean."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ensemble import callback as cb
-from ensemble.callback import (
+from ensemble.decide import gen_server as cb
+from ensemble.decide.gen_server import (
     HIBERNATE,
     IGNORE,
     KINDS,
@@ -29,7 +29,7 @@ from ensemble.callback import (
     interpret_init,
 )
 
-from ._hostile import Weird, WeirdInt, WeirdStr, WeirdTuple
+from .._hostile import Weird, WeirdInt, WeirdStr, WeirdTuple
 
 SETTINGS = settings(max_examples=100, deadline=None)
 

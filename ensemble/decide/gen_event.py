@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Sequence
 
-from ._values import same
+from .values import same
 
 __all__ = [
     "KINDS",
@@ -165,7 +165,7 @@ def find(installed: Sequence, handler_id: Any) -> int | None:
     """The index of the first entry of ``installed`` that is not None and whose ``id`` is ``handler_id``; or None.
 
     Ids compare by identity, then by a guarded ``==``
-    (:func:`ensemble._values.same`): an id whose ``==`` raises or answers no
+    (:func:`ensemble.decide.values.same`): an id whose ``==`` raises or answers no
     truth value names nothing else.  Never raises for any ids.
     """
     for i, inst in enumerate(installed):

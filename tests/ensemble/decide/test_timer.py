@@ -1,4 +1,4 @@
-"""Laws (against a naive model) and Erlang examples for ensemble.timers."""
+"""Laws (against a naive model) and Erlang examples for ensemble.decide.timer."""
 
 import math
 
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from ensemble.timers import Timer, TimerTable
+from ensemble.decide.timer import Timer, TimerTable
 
 
 class Pid:

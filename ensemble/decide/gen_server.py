@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ._values import Value
+from .values import Value
 
 __all__ = [
     "Wait",
@@ -50,7 +50,7 @@ __all__ = [
 KINDS: Final = frozenset({"call", "cast", "info", "continue", "timeout"})
 
 
-_Value = Value  # the shared immutable-answer base (ensemble._values)
+_Value = Value  # the shared immutable-answer base (ensemble.decide.values)
 
 
 # -- actions --------------------------------------------------------------------

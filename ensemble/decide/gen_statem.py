@@ -53,8 +53,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final, Hashable, Iterable, Mapping
 
-from ._terms import Alias
-from ._values import Singleton, same
+from .._terms import Alias
+from .values import Singleton, same
 
 __all__ = [
     "EVENT",
@@ -307,7 +307,7 @@ def is_event_type(x: Any) -> bool:
 
 
 def same_state(a: Any, b: Any) -> bool:
-    """Whether states ``a`` and ``b`` are the same: identity, else a guarded ``==`` (:func:`ensemble._values.same`).
+    """Whether states ``a`` and ``b`` are the same: identity, else a guarded ``==`` (:func:`ensemble.decide.values.same`).
 
     An ``==`` that raises or answers something that is not a truth value
     counts as "different".

@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Final
 
-from ._values import Value, same
+from .values import Value, same
 
 __all__ = [
     "DEFAULT_FLAGS",
@@ -246,7 +246,7 @@ def shown_spec(full_spec: dict) -> dict:
 # -- what a start callable returned --------------------------------------------------
 
 
-_Answer = Value  # the shared immutable-answer base (ensemble._values)
+_Answer = Value  # the shared immutable-answer base (ensemble.decide.values)
 
 
 class Started(_Answer):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
-from ._exceptions import EnsembleError
+from .._exceptions import EnsembleError
 from .signal import is_shutdown
 
 __all__ = [

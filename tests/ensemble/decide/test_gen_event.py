@@ -13,9 +13,10 @@ from typing import Any, NamedTuple
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ensemble import eventdecide, gen_event
-from ensemble._values import same
-from ensemble.eventdecide import (
+from ensemble import gen_event
+from ensemble.decide import gen_event as eventdecide
+from ensemble.decide.values import same
+from ensemble.decide.gen_event import (
     Bad,
     Ok,
     Refuse,
@@ -31,7 +32,7 @@ from ensemble.eventdecide import (
     terminate_arg,
 )
 
-from ._hostile import Weird, WeirdStr
+from .._hostile import Weird, WeirdStr
 
 SETTINGS = settings(max_examples=200, deadline=None)
 

@@ -1,4 +1,4 @@
-"""Laws for ensemble.request: which message answers a request, alone or in a collection."""
+"""Laws for ensemble.decide.request: which message answers a request, alone or in a collection."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from ensemble import gen_server
 from ensemble._terms import Alias, Ref, make_ref, new_alias
-from ensemble.request import NO_REPLY, NO_REQUEST, ReqId, ReqIdCollection, check, check_collection
+from ensemble.decide.request import NO_REPLY, NO_REQUEST, ReqId, ReqIdCollection, check, check_collection
 
-from ._hostile import Weird
+from .._hostile import Weird
 
 SETTINGS = settings(max_examples=100, deadline=None)
 

@@ -1,4 +1,4 @@
-"""Laws and Erlang examples for ensemble.select.scan."""
+"""Laws and Erlang examples for ensemble.decide.receive.scan."""
 
 import copy
 import pickle
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ensemble.select import NOMATCH, scan
+from ensemble.decide.receive import NOMATCH, scan
 
 SETTINGS = settings(max_examples=100, deadline=None)
 

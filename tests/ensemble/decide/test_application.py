@@ -12,8 +12,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ensemble import appdecide, application
-from ensemble.appdecide import (
+from ensemble import application
+from ensemble.decide import application as appdecide
+from ensemble.decide.application import (
     TYPES,
     already_started_meanwhile,
     answer_of,
@@ -23,7 +24,7 @@ from ensemble.appdecide import (
     restart_type_refusal,
 )
 
-from ._hostile import Weird, WeirdStr
+from .._hostile import Weird, WeirdStr
 
 SETTINGS = settings(max_examples=200, deadline=None)
 

@@ -1,4 +1,4 @@
-"""Laws and Erlang examples for ensemble.signal.on_signal."""
+"""Laws and Erlang examples for ensemble.decide.signal.on_signal."""
 
 import pickle
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ensemble.signal import (
+from ensemble.decide.signal import (
     EXIT,
     IGNORE,
     KILL,
@@ -23,7 +23,7 @@ from ensemble.signal import (
     on_signal,
 )
 
-from ._hostile import Weird
+from .._hostile import Weird
 
 SETTINGS = settings(max_examples=100, deadline=None)
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from itertools import takewhile
 from typing import Any, Final, Iterable, Sequence
 
-from ._values import same
+from .values import same
 from .signal import is_shutdown
 
 __all__ = [
