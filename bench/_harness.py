@@ -11,6 +11,14 @@ What a benchmark gets from here:
   peer's figure, their ratio and the verdict against a target; printed as one
   line (:meth:`Result.line`), as a Markdown table (:func:`markdown_table`) and
   as one JSON line (:func:`json_line`).
+* the figures on disk, under ``bench/results/``: a full run writes
+  ``<bench>.json`` (committed with the README's table); a quick run writes
+  ``last/<bench>.quick.json`` (not committed), and ``--record`` makes it the
+  committed baseline ``<bench>.quick.json``.
+* the regression guard (:func:`guard`): a quick run fails (exit status 1) when
+  a ratio with a target is worse than the committed quick baseline's by more
+  than the noise margin (:data:`NOISE_MARGIN`, or the target's own ``margin``).
+  Ratios only, never absolute times: both sides ran in the same run.
 """
 
 from __future__ import annotations
@@ -37,12 +45,21 @@ __all__ = [
     "markdown_table",
     "json_line",
     "environment",
+    "NOISE_MARGIN",
+    "guard",
 ]
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+RESULTS_DIR = os.path.join(BENCH_DIR, "results")
+
+#: How much worse than its committed quick baseline a ratio may come out in a quick run before the
+#: guard fails CI.  Chosen from the spread of repeated quick runs on a loaded 2-core machine (the
+#: README's "Regression guard" gives the measured spreads): the worst pair of runs of one commit
+#: differed by 1.35x, so 1.6x leaves room for noise while a change that halves a rate (2x) fails.
+NOISE_MARGIN = 1.6
 
 
 def ensure_importable(module: str = "ensemble") -> None:
@@ -166,6 +183,8 @@ class Target:
     kind: str
     value: float
     text: str  # how the issue states it
+    #: this measurement's own noise margin for the guard (None: :data:`NOISE_MARGIN`)
+    margin: float | None = None
 
     def check(self, ens: float, ratio: float | None) -> bool:
         if self.kind == "ratio<=":
@@ -276,10 +295,84 @@ def _num(v: float) -> str:
 
 def _figure(v: float, unit: str) -> str:
     if unit == "s":
+        if v < 1e-3:
+            return f"{v * 1e6:.2f} us"
         return f"{v:.3f} s" if v >= 0.01 else f"{v * 1e3:.2f} ms"
     if unit.startswith("B"):
         return f"{v:,.0f} {unit}"
     return f"{_num(v)} {unit}"
+
+
+# --------------------------------------------------------------------------
+# Figures on disk and the regression guard
+# --------------------------------------------------------------------------
+
+
+def _figures(results: Sequence[Result]) -> dict[str, dict[str, Any]]:
+    """``{key: {ratio, ensemble, peer, unit, lower_is_better, target, margin}}`` of ``results``."""
+    return {
+        r.key: {
+            "number": r.number,
+            "title": r.title,
+            "ratio": r.ratio,
+            "ensemble": r.ensemble,
+            "peer": r.peer,
+            "unit": r.unit,
+            "lower_is_better": r.lower_is_better,
+            "target": None if r.target is None else {"kind": r.target.kind, "value": r.target.value},
+            "margin": None if r.target is None else r.target.margin,
+            "verdict": r.verdict,
+        }
+        for r in results
+    }
+
+
+def write_results(path: str, bench: str, results: Sequence[Result], meta: dict[str, Any]) -> None:
+    """Write ``results`` as JSON to ``path`` (atomically: a temporary file, then a rename)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    doc = {"bench": bench, **meta, "results": _figures(results)}
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True, default=str)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def read_results(path: str) -> dict[str, dict[str, Any]] | None:
+    """The figures a :func:`write_results` file holds, or None when there is none (or it is unreadable)."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        got = doc["results"]
+        return got if isinstance(got, dict) else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def guard(results: Sequence[Result], baseline: dict[str, dict[str, Any]] | None) -> list[str]:
+    """The regressions of ``results`` against ``baseline``: one line per guarded ratio that came out
+    worse than the baseline's by more than its margin (empty: nothing regressed).
+
+    Guarded: each result with a target and a ratio whose key the baseline also has with a ratio.
+    "Worse" is by the ratio's direction: higher for a time or a memory figure (ensemble/peer), lower
+    for a rate.  This holds also while the target is met: a change that halves a rate fails even
+    where the target had room to spare.
+    """
+    out: list[str] = []
+    for r in results:
+        if r.target is None or r.ratio is None or not baseline or r.key not in baseline:
+            continue
+        base = baseline[r.key].get("ratio")
+        if not isinstance(base, (int, float)) or base <= 0 or r.ratio <= 0:
+            continue
+        margin = r.target.margin or NOISE_MARGIN
+        worse = r.ratio / base if r.lower_is_better else base / r.ratio
+        if worse > margin:
+            out.append(
+                f"[{r.number}] {r.title}: ratio {r.ratio:.3g} against the baseline's {base:.3g} "
+                f"({worse:.2f}x worse, margin {margin:g}x; target {r.target.short(r.unit)})"
+            )
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -335,6 +428,12 @@ def run(
     ap.add_argument("--quick", action="store_true", help=quick_help)
     ap.add_argument("--reps", type=int, default=reps, help="repetitions per side (best is kept)")
     ap.add_argument("--only", default="", help="comma-separated measurement numbers, e.g. 1,2")
+    ap.add_argument(
+        "--record",
+        action="store_true",
+        help="quick mode: make this run's figures the committed baseline the guard compares with",
+    )
+    ap.add_argument("--no-guard", action="store_true", help="quick mode: report regressions, do not fail")
     if add_arguments is not None:
         add_arguments(ap)
     args = ap.parse_args(argv)
@@ -369,5 +468,28 @@ def run(
     print(markdown_table(results))
     print()
     env["loadavg_end"] = loadavg()
-    print(json_line(bench, results, {"mode": mode, "reps": args.reps, "seconds": round(elapsed, 2), **env}))
+    meta = {"mode": mode, "reps": args.reps, "seconds": round(elapsed, 2), **env}
+    print(json_line(bench, results, meta))
+    name = os.path.splitext(os.path.basename(bench))[0]
+    baseline_path = os.path.join(RESULTS_DIR, f"{name}.quick.json")
+    if not args.quick:
+        if not args.only:  # a partial run does not replace the full figures
+            write_results(os.path.join(RESULTS_DIR, f"{name}.json"), bench, results, meta)
+        return 0
+    write_results(os.path.join(RESULTS_DIR, "last", f"{name}.quick.json"), bench, results, meta)
+    baseline = read_results(baseline_path)
+    regressions = guard(results, baseline)
+    if args.record and not args.only:
+        write_results(baseline_path, bench, results, meta)
+        print(f"recorded as the guard's baseline: {os.path.relpath(baseline_path, REPO_ROOT)}")
+    if baseline is None:
+        print(f"guard: no baseline at {os.path.relpath(baseline_path, REPO_ROOT)} (record one with --quick --record)")
+        return 0
+    print(f"guard: ratios against {os.path.relpath(baseline_path, REPO_ROOT)}, noise margin {NOISE_MARGIN:g}x "
+          "(or the measurement's own)")
+    for line in regressions:
+        print(f"REGRESSION {line}")
+    if regressions and not args.no_guard:
+        return 1
+    print("guard: no regression" if not regressions else "guard: regressions reported, not failing (--no-guard)")
     return 0

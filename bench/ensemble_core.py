@@ -37,6 +37,12 @@ is 0 unless something crashes):
    then one ask, and N ask round trips; ensemble does the same with spawn,
    send and a request/reply (``make_ref`` + selective receive).  Informative
    (pykka runs a thread per actor).  Skipped if pykka is not installed.
+8. selective receive scales: a process parked in a receive that wants only
+   ``("want", _)``, behind N unwanted messages it has already looked at; each
+   new unwanted message wakes it (the sender yields after each send).  Seconds
+   per arrival at N = 100,000 against N = 0 (both sides are ensemble).
+   Target: at most 1.5x (the save pointer: a wake-up looks at the new message
+   only, whatever the depth).
 
 Output: one line per measurement, then a Markdown summary table (for the
 README), then one JSON line (the last line) with every figure and sample.
@@ -86,6 +92,8 @@ N_MEMORY = 100_000
 N_ACTORS = 1_000
 N_TELLS = 100_000
 N_ASKS = 10_000
+N_DEEP = 100_000  # measurement 8's depth, the same in quick mode
+N_ARRIVALS = 20_000
 
 REPS = 3
 
@@ -371,6 +379,61 @@ def bench_selective(quick: bool, reps: int) -> list[Result]:
 
 
 # --------------------------------------------------------------------------
+# 8. selective receive scales: a new unwanted arrival costs the same behind 0 or 100k saved
+# --------------------------------------------------------------------------
+
+
+def _ens_parked_receiver(parent: Any) -> None:
+    e.send(parent, "ready")
+    e.receive(_want)  # takes only ("want", _): everything else stays, behind the save pointer
+    e.send(parent, "done")
+
+
+def ens_arrivals(arrivals: int, depth: int) -> float:
+    """Seconds per unwanted arrival at a receive parked behind ``depth`` unwanted messages.
+
+    The sender yields after each send, so each arrival wakes the receiver, which
+    looks at the new message only and parks again.  The fill is not timed.
+    """
+    me, send, sleep = e.self(), e.send, gevent.sleep
+    r = e.spawn(_ens_parked_receiver, me)
+    assert e.receive(timeout=10) == "ready"
+    for i in range(depth):
+        send(r, ("other", i))
+    sleep(0)  # the receiver's one O(depth) scan, then it parks with its save pointer at depth
+    sleep(0)
+    t0 = time.perf_counter()
+    for i in range(arrivals):
+        send(r, ("other", i))
+        sleep(0)
+    dt = time.perf_counter() - t0
+    assert e.process_info(r, "message_queue_len") == depth + arrivals
+    send(r, ("want", 0))
+    assert e.receive(timeout=10) == "done"
+    return dt / arrivals
+
+
+def bench_selective_scaling(quick: bool, reps: int) -> list[Result]:
+    deep = N_DEEP  # kept in quick mode: a cost growing with depth only shows when deep
+    arrivals = scaled(N_ARRIVALS, quick, divisor=10)
+    ens_arrivals(100, 0)
+    best, samples = best_of(
+        reps,
+        [(f"N={deep:,}", lambda: ens_arrivals(arrivals, deep)), ("N=0", lambda: ens_arrivals(arrivals, 0))],
+    )
+    return [
+        Result(
+            "selective_scaling", "8", f"a parked receive, per unwanted arrival, {deep:,} saved vs none",
+            arrivals, "s", best[f"N={deep:,}"], "N=0", best["N=0"],
+            Target("ratio<=", 1.5, "at N = 100,000 at most 1.5x the cost at N = 0"),
+            note="each arrival wakes the receiver (the sender yields after each send); "
+            "figures are seconds per arrival",
+            samples=samples,
+        )
+    ]
+
+
+# --------------------------------------------------------------------------
 # 6. memory per idle process (each side in a fresh child process)
 # --------------------------------------------------------------------------
 
@@ -601,6 +664,7 @@ MEASUREMENTS: dict[str, Callable[[bool, int], list[Result]]] = {
     "5": bench_cross_carrier,
     "6": bench_memory,
     "7": bench_pykka,
+    "8": bench_selective_scaling,
 }
 
 

@@ -86,16 +86,37 @@ def scan(
             return (start, messages[start])  # type: ignore[index]
         return (None, n)
     i = start
-    it = islice(messages, start, None)
     while True:
-        try:
-            m = next(it)
-        except StopIteration:
-            return (None, min(i, len(messages)))  # type: ignore[arg-type]  (a start past the end: the end)
-        except RuntimeError:  # "deque mutated during iteration": appended to meanwhile; go on from i
-            it = islice(messages, i, None)
+        n = len(messages)  # type: ignore[arg-type]
+        if i >= n:
+            return (None, n)
+        chunk = _unseen(messages, i, n)
+        if chunk is None:  # appended to meanwhile: read again from i
             continue
-        r = matcher(m)
-        if r is not NOMATCH:
-            return (i, r)
-        i += 1
+        for m in chunk:
+            r = matcher(m)
+            if r is not NOMATCH:
+                return (i, r)
+            i += 1
+
+
+def _unseen(messages: Any, i: int, n: int) -> list | None:
+    """``messages[i:n]`` as a list, or None if an append interrupted the read (read again).
+
+    When the unseen part is the shorter one it is read from the right end, so a
+    save pointer deep in a long deque costs the new messages only, not the
+    prefix; if an append moved the right end meanwhile, it is read from the left.
+    """
+    k = n - i
+    if k < i:
+        try:
+            chunk = list(islice(reversed(messages), k))  # type: ignore[call-overload]
+        except RuntimeError:  # "deque mutated during iteration"
+            chunk = None
+        if chunk is not None and len(messages) == n:
+            chunk.reverse()
+            return chunk
+    try:
+        return list(islice(messages, i, n))
+    except RuntimeError:
+        return None

@@ -219,3 +219,35 @@ def test_messages_appended_while_the_matcher_runs_are_scanned_too(msgs, at, arri
     else:
         assert (i, v) == (len(msgs), arriving[0])
         assert seen == msgs + [arriving[0]]
+
+
+class _AppendsWhenReadFromTheRight(deque):
+    """A mailbox a sender appends to just as the scan starts reading its unseen tail from the right."""
+
+    def __init__(self, items, arriving):
+        super().__init__(items)
+        self.arriving = list(arriving)
+
+    def __reversed__(self):
+        if self.arriving:
+            self.append(self.arriving.pop(0))
+        return super().__reversed__()
+
+
+@given(st.lists(st.integers(0, 9), min_size=4, max_size=40), st.integers(1, 3), st.lists(st.integers(10, 19), max_size=3))
+def test_a_deep_save_pointer_reads_only_the_new_tail_even_when_an_append_moves_the_end(msgs, new, arriving):
+    """The unseen tail of a deep mailbox is read from the right end; an append racing that read
+    neither skips nor repeats a message: each is offered to the matcher once, in order."""
+    start = len(msgs)
+    box = _AppendsWhenReadFromTheRight(msgs + [5] * new, arriving)
+    seen = []
+
+    def matcher(m):
+        seen.append(m)
+        return m if m >= 10 else NOMATCH
+
+    i, v = scan(box, matcher, start)
+    if arriving:
+        assert (i, v) == (start + new, arriving[0]) and seen == [5] * new + [arriving[0]]
+    else:
+        assert (i, v) == (None, start + new) and seen == [5] * new

@@ -1,0 +1,79 @@
+"""The benchmarks' regression guard (bench/_harness.py): what fails a quick run, what does not."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def harness():
+    spec = importlib.util.spec_from_file_location("bench_harness", ROOT / "bench" / "_harness.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rate(h, ratio: float, *, target: float = 1.0, margin: float | None = None, key: str = "r"):
+    """A rate result (higher is better) whose ensemble/peer ratio is ``ratio``."""
+    return h.Result(key, "1", "a rate", 10, "msgs/s", ratio * 100.0, "peer", 100.0,
+                    h.Target("ratio>=", target, "t", margin=margin))
+
+
+def _time(h, ratio: float, *, key: str = "t"):
+    """A time result (lower is better) whose ensemble/peer ratio is ``ratio``."""
+    return h.Result(key, "2", "a time", 10, "s", ratio * 1.0, "peer", 1.0, h.Target("ratio<=", 1.0, "t"))
+
+
+def test_a_halved_rate_fails_even_while_its_target_is_met(harness):
+    base = harness._figures([_rate(harness, 4.0)])
+    assert [] == harness.guard([_rate(harness, 3.0)], base)  # within the margin
+    lines = harness.guard([_rate(harness, 2.0)], base)  # halved: still >= the 1.0 target
+    assert len(lines) == 1 and "2x worse" in lines[0].replace("2.00x", "2x")
+
+
+def test_a_doubled_time_fails_and_a_faster_one_never_does(harness):
+    base = harness._figures([_time(harness, 0.8)])
+    assert harness.guard([_time(harness, 1.6)], base)
+    assert [] == harness.guard([_time(harness, 0.1)], base)
+    assert [] == harness.guard([_time(harness, 0.8 * harness.NOISE_MARGIN * 0.99)], base)
+
+
+def test_the_margin_is_below_a_halving_and_a_measurement_may_widen_its_own(harness):
+    assert 1.0 < harness.NOISE_MARGIN < 2.0
+    base = harness._figures([_rate(harness, 4.0)])
+    assert [] == harness.guard([_rate(harness, 2.0, margin=2.5)], base)
+
+
+def test_no_baseline_or_no_target_guards_nothing(harness):
+    assert [] == harness.guard([_rate(harness, 0.01)], None)
+    assert [] == harness.guard([_rate(harness, 0.01, key="new")], harness._figures([_rate(harness, 4.0)]))
+    informative = harness.Result("r", "1", "info", 10, "msgs/s", 1.0, "erlang", 100.0)
+    assert [] == harness.guard([informative], harness._figures([_rate(harness, 4.0)]))
+
+
+def test_results_round_trip_through_their_file_and_a_damaged_file_reads_as_none(harness, tmp_path):
+    path = str(tmp_path / "sub" / "b.quick.json")
+    harness.write_results(path, "b", [_rate(harness, 4.0)], {"mode": "quick"})
+    got = harness.read_results(path)
+    assert got["r"]["ratio"] == pytest.approx(4.0) and got["r"]["lower_is_better"] is False
+    assert json.loads(Path(path).read_text())["mode"] == "quick"
+    Path(path).write_text('{"results": ')
+    assert harness.read_results(path) is None
+    assert harness.read_results(str(tmp_path / "absent.json")) is None
+
+
+def test_every_committed_baseline_reads(harness):
+    """Each bench/results/*.quick.json the guard compares with is readable and names ratios."""
+    found = sorted((ROOT / "bench" / "results").glob("*.quick.json"))
+    for path in found:
+        got = harness.read_results(str(path))
+        assert got, path
+        assert any(isinstance(v.get("ratio"), float) for v in got.values()), path
