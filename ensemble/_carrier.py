@@ -19,6 +19,7 @@ import gevent
 from gevent.hub import get_hub
 
 from ._threads import allocate_lock, get_ident, start_new_thread
+from .decide.deadlines import MIN_LIMIT
 
 __all__ = ["Carrier", "carrier_of_this_thread"]
 
@@ -40,6 +41,12 @@ class Carrier:
         "handoff",
         "handoff_seq",
         "burst",
+        "woken",
+        "resuming",
+        "deadlines",
+        "deadlines_limit",
+        "deadline_timer",
+        "armed_at",
         "closing",
         "_keepalive",
         "_hold",
@@ -56,6 +63,12 @@ class Carrier:
         self.handoff: Any = None  # the process last woken from this thread, a hint for park
         self.handoff_seq = 0  # the park of it that wake claimed
         self.burst = 0  # parks in a row that handed off instead of going to the hub
+        self.woken: list = []  # [pid, seq, pid, seq...] woken from this thread, to resume
+        self.resuming = False  # a hub callback to resume ``woken`` is scheduled
+        self.deadlines: list = []  # heap of receives parked here with a timeout (decide.deadlines)
+        self.deadlines_limit = MIN_LIMIT  # compact the heap when it grows past this
+        self.deadline_timer: Any = None  # the hub timer armed at the earliest deadline, or None
+        self.armed_at: float | None = None  # when deadline_timer fires (monotonic), or None
         self.closing = False
         self._keepalive: Any = None  # ref'd async watcher of a carrier thread
         self._hold: Any = None  # adopted hubs: an async watcher, ref'd only while parked > 0

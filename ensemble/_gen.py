@@ -15,6 +15,7 @@ messages ``("system", from_, request)`` handled by :mod:`ensemble._sysmsg`.
 
 from __future__ import annotations
 
+from time import monotonic as _monotonic
 from typing import Any, Callable
 
 from . import _process as P
@@ -22,8 +23,10 @@ from ._exceptions import Badarg, CallError, Exit, StartError
 from ._links import demonitor, monitor, unlink
 from ._names import alias, send, unalias
 from ._terms import NODE, TIMEOUT, Alias, new_alias
-from .decide.values import same
 from .decide.receive import NOMATCH
+from .decide.values import same
+
+_Pid, _ALIVE, _LOCK = P.Pid, P.ALIVE, P.LOCK  # the hot path's names, bound once
 
 __all__ = [
     "CALL",
@@ -223,20 +226,30 @@ def call(dest: Any, request: Any, timeout: float | None = 5.0, label: str = CALL
     the monitor of the server and the alias the reply comes to; once the call
     is over the alias is inactive, so a late reply is dropped.
     """
-    pid = resolve(dest)
+    pid = dest if type(dest) is _Pid else resolve(dest)
     if pid is None:
         raise CallError("noproc", request)
     me = P.me()
     if pid is me:
         raise CallError("calling_self", request)
+    deadline = None
     if timeout is not None:
         timeout = P.check_timeout(timeout)
+        if timeout is not None:
+            deadline = _monotonic() + timeout
     tag = new_alias(me)
     n = tag._n
-    with P.LOCK:
-        alive = pid.reason is P.ALIVE
-        if alive:
-            P.add_monitor_locked(me, pid, pid, tag)
+    with _LOCK:
+        alive = pid.reason is _ALIVE
+        if alive:  # P.add_monitor_locked and the alias, inlined: this runs on every call
+            watchers = pid.watchers
+            if watchers is None:
+                pid.watchers = watchers = {}
+            watchers[n] = (me, pid, tag)
+            monitors = me.monitors
+            if monitors is None:
+                me.monitors = monitors = {}
+            monitors[n] = (pid, pid, tag)
             aliases = me.aliases
             if aliases is None:
                 me.aliases = aliases = set()
@@ -254,10 +267,14 @@ def call(dest: Any, request: Any, timeout: float | None = 5.0, label: str = CALL
                 return m
         return NOMATCH
 
-    got = P.receive(answer, timeout=timeout)
-    with P.LOCK:
+    got = P.receive_as(me, answer, deadline)
+    with _LOCK:  # the alias goes inactive and the monitor goes (P.drop_monitor_locked, inlined)
         me.aliases.discard(n)
-        P.drop_monitor_locked(me, tag)
+        held = me.monitors.pop(n, None)
+        if held is not None:
+            watchers = held[0].watchers
+            if watchers is not None:
+                watchers.pop(n, None)
     if got is TIMEOUT:
         # a reply may have come between the timeout and the alias going: take it (OTP's after 0)
         late = P.receive(lambda m: m if type(m) is tuple and len(m) == 2 and m[0] is tag else NOMATCH, timeout=0)
@@ -266,7 +283,8 @@ def call(dest: Any, request: Any, timeout: float | None = 5.0, label: str = CALL
             return late[1]
         raise CallError("timeout", request)
     if len(got) == 2:
-        _flush_down(me, tag)
+        if me.mailbox:
+            _flush_down(me, tag)
         return got[1]
     raise CallError(got[4], request)
 
@@ -287,8 +305,11 @@ def reply(from_: tuple, value: Any) -> Any:
         tag = from_[1]
     except (TypeError, IndexError):
         raise Badarg(f"not a caller: {from_!r}") from None
-    if type(tag) is Alias:
-        P.deliver_alias(tag, (tag, value))
+    if type(tag) is Alias:  # P.deliver_alias, inlined: every call's reply comes this way
+        owner = tag._owner
+        aliases = owner.aliases
+        if aliases is not None and tag._n in aliases:
+            P.deliver(owner, (tag, value))
     else:
         send(tag, (tag, value))
     return value

@@ -8,6 +8,9 @@ from . import _process as P
 from ._exceptions import Badarg
 from ._terms import NODE, Alias, new_alias
 
+# The hot path's names, bound once (each is a constant of _process; DOOMED is mutated in place).
+_Pid, _ALIVE, _RUNNING, _DOOMED, _wake = P.Pid, P.ALIVE, P.RUNNING, P.DOOMED, P.wake
+
 __all__ = ["send", "register", "unregister", "whereis", "registered", "alias", "unalias"]
 
 
@@ -19,14 +22,15 @@ def send(dest: Any, msg: Any) -> Any:
     ``(name, node)`` that names nobody is dropped; a message to a plain name
     nobody holds raises :class:`Badarg`.
     """
-    P.check_caller()  # a dead process's send never happens
+    if _DOOMED:  # P.check_caller(), inlined: a dead process's send never happens
+        P.check_caller()
     t = type(dest)
-    if t is P.Pid:  # inlined P.deliver: the hot path
-        if dest.reason is P.ALIVE:
+    if t is _Pid:  # inlined P.deliver: the hot path
+        if dest.reason is _ALIVE:
             dest.mailbox.append(msg)
             if dest._wait:
-                P.wake(dest)
-            elif dest.life is not P.RUNNING:
+                _wake(dest)
+            elif dest.life is not _RUNNING:
                 P.wake_hibernating(dest)
     elif t is str:
         p = P.NAMES.get(dest)

@@ -35,19 +35,21 @@ from __future__ import annotations
 import itertools
 import sys
 from collections import deque
+from heapq import heappush as _heappush
 from time import monotonic
 from typing import Any, Callable
 
 from greenlet import getcurrent, greenlet
 
-from .decide import life as _life
-from .decide import signal as _signal
 from ._carrier import Carrier, carrier_of_this_thread
 from ._exceptions import Badarg, Exit, ExitSignal, Hibernate
 from ._terms import NODE, TIMEOUT, Alias
 from ._threads import allocate_lock, get_ident
-from .decide.values import Singleton
+from .decide import deadlines as _deadlines
+from .decide import life as _life
 from .decide import receive as _select
+from .decide import signal as _signal
+from .decide.values import Singleton
 
 __all__ = ["Pid"]
 
@@ -59,7 +61,7 @@ TABLE: dict[int, "Pid"] = {}
 NAMES: dict[str, "Pid"] = {}
 
 _ids = itertools.count(1)
-_seqs = itertools.count(1)
+_next_seq = itertools.count(1).__next__  # park sequence numbers
 
 ALIVE = object()  # ``dying`` while no signal has doomed the process
 
@@ -378,7 +380,13 @@ def wake(p: Pid) -> None:
             return
         c = p.carrier
         if get_ident() == c.ident:
-            c.loop.run_callback(_resume, p, seq)
+            # One hub callback resumes every process woken on this carrier since it was
+            # scheduled (see ``_resume_woken``), rather than one callback per wake.
+            c.woken.append(p)
+            c.woken.append(seq)
+            if not c.resuming:
+                c.resuming = True
+                c.loop.run_callback(_resume_woken, c)
             if c.handoff is None:  # a hint for the next park on this carrier: see ``park``
                 c.handoff = p
                 c.handoff_seq = seq
@@ -393,6 +401,34 @@ def _wake_locked(p: Pid, event: str) -> None:
     elif _life.wakes(p.life, event) and p.reason is ALIVE:
         p.life = _life.step(p.life, event)
         _start_locked(p)
+
+
+def _resume_woken(c: Carrier) -> None:
+    """In ``c``'s hub: switch into each process woken on ``c`` (in wake order) still in its park.
+
+    Wakes that come while this runs go to the next batch (and its own callback,
+    behind the hub's other callbacks).  If a switch raises, the rest of the batch
+    is put back in front of the next one before the exception goes on to the hub.
+    """
+    batch = c.woken
+    c.woken = []
+    c.resuming = False
+    n = len(batch)
+    i = 0
+    try:
+        while i < n:
+            p = batch[i]
+            seq = batch[i + 1]
+            i += 2
+            if p._park == seq:
+                p._glet.switch(_WAKE)
+    except BaseException:
+        if i < n:
+            c.woken[:0] = batch[i:]
+            if not c.resuming:
+                c.resuming = True
+                c.loop.run_callback(_resume_woken, c)
+        raise
 
 
 def _resume(p: Pid, seq: int) -> None:
@@ -411,13 +447,16 @@ def _on_timeout(p: Pid, token: list) -> None:
         p._glet.switch(TIMEOUT)
 
 
-def park(p: Pid, seen: int, timeout: float | None) -> Any:
-    """Suspend ``p`` (the running process) until mail beyond ``seen``, a doom or ``timeout``.
+def park(p: Pid, seen: int, deadline: float | None) -> Any:
+    """Suspend ``p`` (the running process) until mail beyond ``seen``, a doom or ``deadline``.
 
+    ``deadline`` is a ``time.monotonic()`` time, or None to wait without end.
     Returns ``_WAKE`` or ``TIMEOUT``; returns ``_WAKE`` at once if mail beyond
     ``seen`` or a doom arrived meanwhile.  Never swallows an exception thrown in.
+    A deadline is one push on the carrier's heap under its one hub timer (see
+    :mod:`ensemble.decide.deadlines`), not a hub timer of its own.
     """
-    seq = next(_seqs)
+    seq = _next_seq()
     token = [seq]
     p._park = seq
     p._wait = token  # publish first, then look: see ``wake``
@@ -426,15 +465,18 @@ def park(p: Pid, seen: int, timeout: float | None) -> Any:
         p._park = 0  # a wake already claimed is now stale
         return _WAKE
     c = p.carrier
-    hub = c.hub
-    timer = None
     c.parked += 1  # Carrier.hold, inlined: this runs on every park
     if c.parked == 1 and c._hold is not None:
         c._hold.ref = True
     try:
-        if timeout is not None:
-            timer = hub.loop.timer(timeout)
-            timer.start(_on_timeout, p, token)
+        if deadline is not None:
+            heap = c.deadlines
+            _heappush(heap, (deadline, seq, token, p))
+            armed = c.armed_at
+            if armed is None or deadline < armed:
+                _arm_deadlines(c, deadline)
+            elif len(heap) > c.deadlines_limit:
+                c.deadlines_limit = _deadlines.compact(heap)
         q = c.handoff
         if q is not None:
             # Direct handoff: the process this one just woke on this carrier runs
@@ -446,15 +488,57 @@ def park(p: Pid, seen: int, timeout: float | None) -> Any:
                 c.burst += 1
                 return q._glet.switch(_WAKE)
         c.burst = 0
-        return hub.switch()
+        return c.hub.switch()
     finally:
         c.parked -= 1  # Carrier.unhold, inlined
         if c.parked == 0 and c._hold is not None:
             c._hold.ref = False
         p._park = 0
         p._wait = _NOT_WAITING
+        if deadline is not None:
+            token.clear()  # the park is over: its deadline entry is stale
+
+
+def _arm_deadlines(c: Carrier, at: float) -> None:
+    """On ``c``'s thread: (re)arm ``c``'s one deadline timer to fire at monotonic time ``at``.
+
+    The timer does not keep the hub alive by itself: a process parked with a
+    deadline already does (see :meth:`Carrier.hold`).
+    """
+    timer = c.deadline_timer
+    if timer is not None:
+        timer.close()
+    timer = c.loop.timer(max(0.0, at - monotonic()))
+    timer.ref = False
+    timer.start(_deadlines_due, c)
+    c.deadline_timer = timer
+    c.armed_at = at
+
+
+def _deadlines_due(c: Carrier) -> None:
+    """In ``c``'s hub, when its deadline timer fires: time out every receive whose deadline passed.
+
+    The timer is armed again for the next deadline, if any, before any process
+    runs.  If a switch raises, the receives not yet timed out get their turn from
+    callbacks before the exception goes on to the hub.
+    """
+    c.armed_at = None
+    heap = c.deadlines
+    due = _deadlines.due(heap, monotonic())
+    nxt = _deadlines.next_at(heap)
+    if nxt is not None:
+        _arm_deadlines(c, nxt)
+    else:
+        timer, c.deadline_timer = c.deadline_timer, None
         if timer is not None:
             timer.close()
+    for k, entry in enumerate(due):
+        try:
+            _on_timeout(entry[3], entry[2])
+        except BaseException:
+            for later in due[k + 1 :]:
+                c.loop.run_callback(_on_timeout, later[3], later[2])
+            raise
 
 
 # --------------------------------------------------------------------------
@@ -476,19 +560,38 @@ def receive(matcher: Callable[[Any], Any] | None = None, *, timeout: float | Non
     A ``matcher`` that is neither callable nor None raises ``TypeError`` at
     once, before any wait.
     """
+    try:  # me(), inlined for a live process (an attribute read is cheaper than getattr())
+        p = getcurrent().ensemble_pid
+    except AttributeError:  # a greenlet that is not a process: its shell
+        p = None
+    if p is None or p.dying is not ALIVE:
+        p = me()
+    elif matcher is None and p.mailbox:
+        # The commonest receive: no matcher, mail waiting, no doom.  scan(mailbox, None, 0)
+        # answers (0, mailbox[0]) for it: take the oldest message, without the general loop.
+        return p.mailbox.popleft()
     if matcher is not None and not callable(matcher):
         raise TypeError(f"a receive matcher must be callable or None, not {matcher!r}")
-    p = me()
+    deadline = None
     if timeout is not None:
         timeout = check_timeout(timeout)
         if timeout is not None:
             deadline = monotonic() + timeout
+    return receive_as(p, matcher, deadline)
+
+
+def receive_as(p: Pid, matcher: Callable[[Any], Any] | None, deadline: float | None) -> Any:
+    """:func:`receive` in the running process ``p``, with a checked matcher and a monotonic
+    ``deadline`` (or None): for the runtime's own loops, which know both already."""
     mailbox = p.mailbox
     start = 0
     while True:
         if p.dying is not ALIVE:
             raise_doom(p)
-        if len(mailbox) > start:  # scanning no new message cannot take one
+        if matcher is None:
+            if mailbox:  # scan(mailbox, None, 0) answers (0, mailbox[0]): the oldest
+                return mailbox.popleft()
+        elif len(mailbox) > start:  # scanning no new message cannot take one
             i, v = _select.scan(mailbox, matcher, start)
             if i is not None:
                 if i == 0:
@@ -497,13 +600,12 @@ def receive(matcher: Callable[[Any], Any] | None = None, *, timeout: float | Non
                     del mailbox[i]
                 return v
             start = v
-        if timeout is None:
+        if deadline is None:
             park(p, start, None)
         else:
-            left = deadline - monotonic()
-            if left <= 0:
+            if deadline <= monotonic():
                 return TIMEOUT
-            if park(p, start, left) is TIMEOUT:
+            if park(p, start, deadline) is TIMEOUT:
                 if p.dying is not ALIVE:
                     raise_doom(p)
                 return TIMEOUT
@@ -519,6 +621,8 @@ def check_timeout(timeout: Any) -> float | None:
     Raises :class:`Badarg` for a negative or non-number timeout.
     """
     t = type(timeout)
+    if t is float and 0.0 <= timeout < FOREVER:  # the usual case, first
+        return timeout
     if t is not float and t is not int:
         if t is bool or not isinstance(timeout, (int, float)):
             raise Badarg(f"timeout must be a number of seconds >= 0 or None, not {timeout!r}")

@@ -81,5 +81,13 @@ def make_ref() -> Ref:
 
 
 def new_alias(owner: Any) -> Alias:
-    """A fresh alias owned by ``owner`` (used by ``ensemble.alias``)."""
-    return Alias(next(_counter), owner)
+    """A fresh alias owned by ``owner`` (used by ``ensemble.alias`` and every call)."""
+    a = _new_object(Alias)  # Alias(n, owner) without the __init__ frame: every call makes one
+    a._n = _next_n()
+    a._node = NODE
+    a._owner = owner
+    return a
+
+
+_new_object = object.__new__
+_next_n = _counter.__next__

@@ -291,7 +291,7 @@ def _take_any(m: Any) -> Any:
 def _loop(srv: _Server) -> None:
     """Serve until a callback stops the server (the only place that receives)."""
     p = srv.pid
-    receive = P.receive
+    receive, receive_as = P.receive, P.receive_as
     debug = srv.debug
     while True:
         action = srv.action
@@ -310,6 +310,8 @@ def _loop(srv: _Server) -> None:
             timeout = idle
         if debug.suspended:
             msg = receive(_sysmsg.suspended_matcher(srv.parent, p.trap))
+        elif timeout is None:
+            msg = receive_as(p, None, None)
         else:
             msg = receive(timeout=timeout)
         if msg is TIMEOUT:
@@ -368,6 +370,14 @@ def _dispatch(srv: _Server, kind: str, arg: Any, msg: Any, from_: Any = None) ->
         _terminate(srv, e.reason, msg)
     except Exception as e:  # a crash in a callback: terminate with the exception
         _terminate(srv, e, msg)
+    fast = cb.plain(kind, ret)
+    if fast is not None:  # ("reply", r, s) from a call, or ("noreply", s): no answer object
+        answer, state = fast
+        if answer is not cb.NO_REPLY:
+            _gen.reply(from_, answer)
+        srv.state = state
+        srv.action = cb.WAIT_FOREVER
+        return
     outcome = cb.interpret(kind, ret)
     t = type(outcome)
     if t is cb.Reply:

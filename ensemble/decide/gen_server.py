@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from .values import Value
+from .values import Singleton, Value
 
 __all__ = [
     "Wait",
@@ -42,6 +42,8 @@ __all__ = [
     "Bad",
     "interpret_init",
     "interpret",
+    "plain",
+    "NO_REPLY",
     "action_of",
     "KINDS",
 ]
@@ -210,6 +212,40 @@ class StopReply(_Value):
     __slots__ = ("reason", "reply", "state")
     _fields = ("reason", "reply", "state")
     __match_args__ = _fields
+
+
+class _NoReplyMark(Singleton):
+    """Type of :data:`NO_REPLY`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_REPLY"
+
+
+#: The first element of :func:`plain`'s answer for a ``("noreply", state)`` return.
+NO_REPLY: Final = _NoReplyMark()
+
+
+def plain(kind: str, ret: Any) -> tuple | None:
+    """The two commonest returns, without building an answer object: ``(reply, state)`` for a
+    call's ``("reply", reply, state)``, ``(NO_REPLY, state)`` for ``("noreply", state)``; None for
+    every other return (ask :func:`interpret`).
+
+    Where it answers, :func:`interpret` answers the same: ``Reply(reply, state, WAIT_FOREVER)``,
+    ``NoReply(state, WAIT_FOREVER)``.  The server's loop asks this first, on every message.
+    """
+    if type(ret) is tuple:
+        n = len(ret)
+        if n == 3:
+            tag = ret[0]
+            if type(tag) is str and tag == "reply" and kind == "call":
+                return (ret[1], ret[2])
+        elif n == 2:
+            tag = ret[0]
+            if type(tag) is str and tag == "noreply":
+                return (NO_REPLY, ret[1])
+    return None
 
 
 def interpret(kind: str, ret: Any) -> Reply | NoReply | Stop | StopReply | Bad:

@@ -90,6 +90,12 @@ def scan(
         n = len(messages)  # type: ignore[arg-type]
         if i >= n:
             return (None, n)
+        if i + 1 == n:  # one new message, the commonest case: an index (O(1) at either end)
+            r = matcher(messages[i])  # type: ignore[index]
+            if r is not NOMATCH:
+                return (i, r)
+            i = n
+            continue
         chunk = _unseen(messages, i, n)
         if chunk is None:  # appended to meanwhile: read again from i
             continue

@@ -7,6 +7,8 @@ consulted it and acted on its answer (the answer is altered to prove it).
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ensemble as e
 from ensemble import application, gen_event, supervisor, timer
@@ -42,7 +44,7 @@ def test_exit_signals_go_through_signal_on_signal(monkeypatch):
 
 
 def test_receive_goes_through_select_scan(monkeypatch):
-    """receive takes the message select.scan names, with the value it answers."""
+    """A receive with a matcher takes the message select.scan names, with the value it answers."""
     calls = []
 
     def spy(messages, matcher, start):
@@ -53,10 +55,29 @@ def test_receive_goes_through_select_scan(monkeypatch):
     me = e.self()
     e.send(me, "old")
     e.send(me, "new")
-    assert "scan decided" == e.receive(timeout=1)
+    assert "scan decided" == e.receive(lambda m: m, timeout=1)
     monkeypatch.undo()
     assert ["old"] == e.process_info(me, "messages")
     assert [0] == calls
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers() | st.text(max_size=3) | st.none(), min_size=1, max_size=20))
+def test_receive_without_a_matcher_takes_what_scan_names(messages):
+    """Without a matcher, receive takes the oldest message inline (no scan call, on the hot path):
+    exactly the message and value select.scan(mailbox, None, 0) names, leaving the rest in order."""
+
+    def body():
+        me = e.self()
+        for m in messages:
+            e.send(me, m)
+        index, value = select.scan(list(messages), None, 0)
+        got = e.receive(timeout=1)
+        return index, value, got, e.process_info(me, "messages")
+
+    index, value, got, left = e.join(e.spawn(body))
+    assert got is value and index == 0
+    assert list(messages[1:]) == left
 
 
 def test_hibernation_goes_through_life(monkeypatch):

@@ -198,3 +198,48 @@ def test_many_messages_in_order_between_processes():
     for i in range(n):
         e.send(s, i)
     assert list(range(n)) == e.receive(timeout=5)
+
+
+# -- timeouts: one hub timer per carrier over a heap of deadlines (ensemble.decide.deadlines) --
+
+
+def test_receive_timeouts_fire_in_deadline_order_whatever_the_order_they_were_set():
+    """Processes parked with timeouts 0.09, 0.03, 0.06 time out in deadline order."""
+    me = e.self()
+
+    def waiter(tag, timeout):
+        assert TIMEOUT is e.receive(timeout=timeout)
+        e.send(me, tag)
+
+    for tag, timeout in [("c", 0.09), ("a", 0.03), ("b", 0.06)]:
+        e.spawn(waiter, tag, timeout)
+    assert ["a", "b", "c"] == [e.receive(timeout=5) for _ in range(3)]
+
+
+def test_a_timeout_still_fires_behind_thousands_of_waits_that_ended_otherwise():
+    """Thousands of receives with a long timeout end by a message (their entries go stale and are
+    compacted away); one with a short timeout among them still times out, and a message still
+    ends a long one."""
+    me = e.self()
+
+    def echo():
+        while True:
+            m = e.receive()
+            if m is None:
+                return
+            e.send(m, "pong")
+
+    pong = e.spawn(echo)
+
+    def short():
+        e.send(me, ("short", e.receive(timeout=0.05)))
+
+    for _ in range(3000):
+        e.send(pong, me)
+        assert "pong" == e.receive(timeout=30)
+    e.spawn(short)
+    for _ in range(3000):
+        e.send(pong, me)
+        assert "pong" == e.receive(lambda m: m if m == "pong" else e.NOMATCH, timeout=30)
+    assert ("short", TIMEOUT) == e.receive(lambda m: m if m[0] == "short" else e.NOMATCH, timeout=5)
+    e.send(pong, None)

@@ -412,3 +412,40 @@ def test_equal_answers_hash_equal_law(state, action):
     a = interpret_init(("ok", state, action))
     b = interpret_init(("ok", copy.deepcopy(state), copy.deepcopy(action)))
     assert (a, hash(a)) == (b, hash(b))
+
+
+# -- plain: the loop's fast answer for the two commonest returns -------------------------------------
+
+returns = st.one_of(
+    terms,
+    st.tuples(st.sampled_from(["reply", "noreply", "stop", WeirdStr("reply")]), terms),
+    st.tuples(st.sampled_from(["reply", "noreply", "stop", WeirdStr("noreply")]), terms, terms),
+    st.tuples(st.just("reply"), terms, terms, good_actions | bad_actions),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(kinds, returns)
+def test_plain_answers_only_where_interpret_answers_the_same(kind, ret):
+    """Where plain answers, interpret answers Reply/NoReply with the same reply, state and
+    WAIT_FOREVER; where it answers None, interpret still decides; plain never raises."""
+    got = cb.plain(kind, ret)
+    outcome = cb.interpret(kind, ret)
+    if got is None:
+        return
+    answer, state = got
+    assert outcome.action == cb.WAIT_FOREVER and outcome.state is state
+    if answer is cb.NO_REPLY:
+        assert type(outcome) is cb.NoReply
+    else:
+        assert type(outcome) is cb.Reply and outcome.reply is answer
+
+
+def test_plain_answers_the_two_commonest_returns():
+    assert ("r", 1) == cb.plain("call", ("reply", "r", 1))
+    assert (cb.NO_REPLY, 2) == cb.plain("cast", ("noreply", 2))
+    assert (cb.NO_REPLY, 2) == cb.plain("call", ("noreply", 2))
+    assert None is cb.plain("cast", ("reply", "r", 1))  # a reply is only good for a call
+    assert None is cb.plain("call", ("reply", "r", 1, "hibernate"))  # with an action: interpret
+    assert None is cb.plain("call", ("stop", "normal", 1))
+    assert "NO_REPLY" == repr(cb.NO_REPLY)
