@@ -18,6 +18,8 @@ from __future__ import annotations
 from time import monotonic as _monotonic
 from typing import Any, Callable
 
+from greenlet import getcurrent as _getcurrent
+
 from . import _process as P
 from ._exceptions import Badarg, CallError, Exit, StartError
 from ._links import demonitor, monitor, unlink
@@ -229,7 +231,12 @@ def call(dest: Any, request: Any, timeout: float | None = 5.0, label: str = CALL
     pid = dest if type(dest) is _Pid else resolve(dest)
     if pid is None:
         raise CallError("noproc", request)
-    me = P.me()
+    try:  # P.me(), inlined for a live process
+        me = _getcurrent().ensemble_pid
+    except AttributeError:
+        me = None
+    if me is None or me.dying is not _ALIVE:
+        me = P.me()
     if pid is me:
         raise CallError("calling_self", request)
     deadline = None

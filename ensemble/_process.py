@@ -570,7 +570,16 @@ def receive(matcher: Callable[[Any], Any] | None = None, *, timeout: float | Non
         # The commonest receive: no matcher, mail waiting, no doom.  scan(mailbox, None, 0)
         # answers (0, mailbox[0]) for it: take the oldest message, without the general loop.
         return p.mailbox.popleft()
-    if matcher is not None and not callable(matcher):
+    if matcher is None:
+        if timeout is None:  # receive_as(p, None, None), inlined: the commonest wait
+            mailbox = p.mailbox
+            while True:
+                if p.dying is not ALIVE:
+                    raise_doom(p)
+                if mailbox:
+                    return mailbox.popleft()
+                park(p, 0, None)
+    elif not callable(matcher):
         raise TypeError(f"a receive matcher must be callable or None, not {matcher!r}")
     deadline = None
     if timeout is not None:
