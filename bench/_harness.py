@@ -177,7 +177,7 @@ class Target:
     """A goal for one measurement.
 
     ``kind`` is ``"ratio<="`` or ``"ratio>="`` (ensemble/peer on the headline
-    figure) or ``"value>="`` (ensemble's own figure).
+    figure) or ``"value>="`` / ``"value<="`` (ensemble's own figure).
     """
 
     kind: str
@@ -193,11 +193,13 @@ class Target:
             return ratio is not None and ratio >= self.value
         if self.kind == "value>=":
             return ens >= self.value
+        if self.kind == "value<=":
+            return ens <= self.value
         raise ValueError(f"unknown target kind {self.kind!r}")
 
     def short(self, unit: str) -> str:
-        if self.kind == "value>=":
-            return f">= {_num(self.value)} {unit}"
+        if self.kind in ("value>=", "value<="):
+            return f"{self.kind[5:]} {_num(self.value)} {unit}"
         return f"{self.kind[5:]} {self.value:g}x"
 
 

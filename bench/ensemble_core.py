@@ -35,7 +35,9 @@ is 0 unless something crashes):
    ``_thread``) over two stdlib ``queue.Queue``.  Informative.
 6. memory per idle process, 100k processes parked in ``receive()`` against
    100k greenlets parked in ``gevent.queue.Queue().get()`` (one queue each):
-   RSS delta / N, in a fresh child per side.  Target: ensemble <= 1.25x gevent.
+   RSS delta / N, in a fresh child per side.  Target: ensemble <= 0.6x gevent.
+   6b: 100k processes hibernated (``hibernate(fn)``, no greenlet while they
+   wait), RSS delta / N in a fresh child.  Target: at most 2 KiB each.
 7. pykka (``ThreadingActor``) beside ensemble: start + stop N actors, N tells
    then one ask, and N ask round trips; ensemble does the same with spawn,
    send and a request/reply (``make_ref`` + selective receive).  Informative
@@ -495,9 +497,30 @@ def _park_gevent(n: int) -> Callable[[], None]:
     return clean
 
 
+def _woken(msg: Any) -> Any:
+    return msg
+
+
+def _ens_hibernating() -> Any:
+    e.hibernate(_woken)
+
+
+def _park_hibernating(n: int) -> Callable[[], None]:
+    pids = [e.spawn(_ens_hibernating) for _ in range(n)]
+    e.join(e.spawn(_noop))  # processes start in spawn order: all before it have hibernated
+
+    def clean() -> None:
+        hibernating = sum(e.process_info(p, "status") == "hibernating" for p in pids)
+        assert hibernating == n, f"only {hibernating} of {n} processes hibernated"
+        for p in pids:
+            e.exit(p, "kill")
+
+    return clean
+
+
 def mem_child(which: str, n: int) -> None:
     """In a fresh interpreter: RSS growth per parked process; prints one JSON line."""
-    park = {"ensemble": _park_ensemble, "gevent": _park_gevent}[which]
+    park = {"ensemble": _park_ensemble, "gevent": _park_gevent, "hibernating": _park_hibernating}[which]
     park(min(n, 1_000))()  # warm-up: code paths, free lists, the hub
     gc.collect()
     before = rss_bytes()
@@ -524,11 +547,18 @@ def bench_memory(quick: bool, reps: int) -> list[Result]:
     note = "RSS delta / N, each side in a fresh child"
     if quick:
         note += " (quick mode: N too small for a stable figure)"
+    hibernating = _run_mem_child("hibernating", n)
     return [
         Result(
             "memory", "6", "memory per idle process", n, "B/proc", ens, "gevent", peer,
-            Target("ratio<=", 1.25, "ensemble within 1.25x of gevent's"), note=note,
-        )
+            Target("ratio<=", 0.6, "a parked process at most 0.6x a parked greenlet with its queue"),
+            note=note,
+        ),
+        Result(
+            "memory_hibernating", "6b", "memory per hibernating process", n, "B/proc", hibernating,
+            target=Target("value<=", 2048, "a hibernated process stays at most 2 KiB"),
+            note=note.replace("each side in", "in") + "; Erlang's hibernated process: about 2.7 KiB",
+        ),
     ]
 
 

@@ -61,8 +61,7 @@ def link(pid: Any) -> bool:
         if pid.reason is not P.ALIVE:
             P.signal_locked(me, EXIT, "noproc", pid, via_link=True)
         else:
-            me.links.add(pid)
-            pid.links.add(me)
+            P.link_locked(me, pid)
     P.flush_settled()
     if me.dying is not P.ALIVE:
         P.raise_doom(me)
@@ -84,9 +83,9 @@ def unlink(pid: Any) -> bool:
         raise Badarg(f"unlink needs a pid, not {pid!r}")
     me = P.me()
     with P.LOCK:
-        if me.links is not None:
+        if me.links:
             me.links.discard(pid)
-        if pid.links is not None:
+        if pid.links:
             pid.links.discard(me)
     if me.link_exits:
         P.take_link_exit(me, pid)

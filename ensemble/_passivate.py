@@ -184,7 +184,7 @@ def _pid_of(ident: int) -> P.Pid:
     p = _pids.get(ident)
     if p is not None:
         return p
-    p = P.new_pid(None, (), None, "default", False, None, [], None)  # type: ignore[arg-type]
+    p = P.new_pid(None, (), None, "default", False, None, (), None)  # type: ignore[arg-type]
     p.id = ident
     p.reason = p.dying = "noproc"
     p.life = P.DEAD

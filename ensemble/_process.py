@@ -64,6 +64,9 @@ _ids = itertools.count(1)
 _next_seq = itertools.count(1).__next__  # park sequence numbers
 
 ALIVE = object()  # ``dying`` while no signal has doomed the process
+#: ``Pid.links`` of a process that has never linked: shared and empty (a set is made on the
+#: first link, see :func:`link_locked`), so an unlinked process carries no set of its own.
+NO_LINKS: frozenset = frozenset()
 
 
 class NoState(Singleton):
@@ -132,7 +135,7 @@ class Pid:
         "value",  # the function's return value after a normal exit
         "life",  # ensemble.decide.life state
         "trap",  # trap_exit flag
-        "links",  # set of Pid, or None (closed)
+        "links",  # set of Pid; NO_LINKS until the first link; None once closed
         "link_exits",  # {Pid: its link's ("EXIT", pid, reason) message}, or None: see unlink
         "monitors",  # {ref int: (target Pid, shown target, ref)} held by this process, or None
         "watchers",  # {ref int: (watcher Pid, shown target, ref)} monitoring this process, or None
@@ -176,7 +179,7 @@ def new_pid(
     dispatcher: str,
     trap: bool,
     state: Any,
-    ancestors: list,
+    ancestors: tuple,
     initial_call: Any,
     shell: bool = False,
 ) -> Pid:
@@ -193,7 +196,7 @@ def new_pid(
     p.value = None
     p.life = RUNNING
     p.trap = trap
-    p.links = set()
+    p.links = NO_LINKS
     p.link_exits = None
     p.monitors = None
     p.watchers = None
@@ -324,7 +327,7 @@ def is_straggler(p: Pid) -> bool:
 
 
 def _new_shell(g: Any) -> Pid:
-    p = new_pid(None, (), carrier_of_this_thread(), "default", False, NO_STATE, [], None, True)
+    p = new_pid(None, (), carrier_of_this_thread(), "default", False, NO_STATE, (), None, True)
     p._glet = g
     with LOCK:
         TABLE[p.id] = p
@@ -670,7 +673,7 @@ def signal_locked(
     )
     if outcome is _signal.IGNORE:
         return
-    if kind == _signal.LINK:
+    if kind == _signal.LINK and links:
         links.discard(sender)  # an acted-on link signal removes the link
     if type(outcome) is _signal.Deliver:
         if target.dying is ALIVE:
@@ -968,7 +971,7 @@ def _settle_one_locked(p: Pid, reason: Any, value: Any) -> None:
     if links:
         for q in links:
             signal_locked(q, _signal.LINK, reason, p)
-            if q.links is not None:
+            if q.links:
                 q.links.discard(p)
     # 6. every monitor is notified
     if watchers:
@@ -1032,6 +1035,16 @@ def deliver_alias(a: Alias, msg: Any) -> None:
 # --------------------------------------------------------------------------
 # Monitors (the tables are keyed by a ref's int: C-speed hashing on hot paths)
 # --------------------------------------------------------------------------
+
+
+def link_locked(a: Pid, b: Pid) -> None:
+    """Under LOCK: link the live processes ``a`` and ``b`` (each gets its set on its first link)."""
+    if a.links is NO_LINKS:
+        a.links = set()
+    a.links.add(b)
+    if b.links is NO_LINKS:
+        b.links = set()
+    b.links.add(a)
 
 
 def add_monitor_locked(watcher: Pid, target: Pid, shown: Any, ref: Any) -> None:

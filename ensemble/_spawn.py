@@ -23,9 +23,15 @@ __all__ = [
 
 
 def _initial_call(fn: Any, nargs: int) -> tuple:
+    """``(module, qualname, nargs)`` of ``fn``: one shared tuple per distinct answer."""
     module = getattr(fn, "__module__", None) or type(fn).__module__
     qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-    return (module, qualname, nargs)
+    call = (module, qualname, nargs)
+    return _INITIAL_CALLS.setdefault(call, call)
+
+
+#: The initial calls answered so far, each kept once (there are as many as spawned functions).
+_INITIAL_CALLS: dict[tuple, tuple] = {}
 
 
 def spawn(
@@ -96,7 +102,7 @@ def _spawn_opt(
         raise Badarg(f"name {name!r} is already registered to {P.NAMES.get(name)!r}")
     carrier = _dispatcher.place(dispatcher)
     parent = P.me() if (link or monitor) else P.current()
-    ancestors = [parent, *parent.ancestors] if parent is not None else []
+    ancestors = (parent, *parent.ancestors) if parent is not None else ()
     p = P.new_pid(
         fn,
         args,
@@ -121,8 +127,7 @@ def _spawn_opt(
             p.name = name
         P.TABLE[p.id] = p
         if link:
-            parent.links.add(p)
-            p.links.add(parent)
+            P.link_locked(parent, p)
         if monitor:
             ref = make_ref()
             P.add_monitor_locked(parent, p, p, ref)
