@@ -467,19 +467,25 @@ def _gevent_idle(q: gevent.queue.Queue) -> Any:
     return q.get()
 
 
-def _park_ensemble(n: int) -> Callable[[], None]:
-    pids = [e.spawn(_ens_idle) for _ in range(n)]
+def _park_processes(n: int, body: Callable[[], Any], status: str) -> Callable[[], None]:
+    """Spawn ``n`` processes running ``body`` and wait until each is in ``status``; answers the
+    clean-up, which checks that status and kills them all."""
+    pids = [e.spawn(body) for _ in range(n)]
     e.join(e.spawn(_noop))  # processes start in spawn order: all before it have parked
 
     def clean() -> None:
-        waiting = sum(e.process_info(p, "status") == "waiting" for p in pids)
-        assert waiting == n, f"only {waiting} of {n} processes parked"
+        there = sum(e.process_info(p, "status") == status for p in pids)
+        assert there == n, f"only {there} of {n} processes {status}"
         for p in pids:
             e.exit(p, "kill")
         for p in pids:
             assert e.exit_reason(p) == "killed"
 
     return clean
+
+
+def _park_ensemble(n: int) -> Callable[[], None]:
+    return _park_processes(n, _ens_idle, "waiting")
 
 
 def _park_gevent(n: int) -> Callable[[], None]:
@@ -506,16 +512,7 @@ def _ens_hibernating() -> Any:
 
 
 def _park_hibernating(n: int) -> Callable[[], None]:
-    pids = [e.spawn(_ens_hibernating) for _ in range(n)]
-    e.join(e.spawn(_noop))  # processes start in spawn order: all before it have hibernated
-
-    def clean() -> None:
-        hibernating = sum(e.process_info(p, "status") == "hibernating" for p in pids)
-        assert hibernating == n, f"only {hibernating} of {n} processes hibernated"
-        for p in pids:
-            e.exit(p, "kill")
-
-    return clean
+    return _park_processes(n, _ens_hibernating, "hibernating")
 
 
 def mem_child(which: str, n: int) -> None:
