@@ -331,13 +331,7 @@ def _figures(results: Sequence[Result]) -> dict[str, dict[str, Any]]:
 
 def write_results(path: str, bench: str, results: Sequence[Result], meta: dict[str, Any]) -> None:
     """Write ``results`` as JSON to ``path`` (atomically: a temporary file, then a rename)."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    doc = {"bench": bench, **meta, "results": _figures(results)}
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1, sort_keys=True, default=str)
-        f.write("\n")
-    os.replace(tmp, path)
+    _write_figures(path, bench, _figures(results), meta)
 
 
 def read_results(path: str) -> dict[str, dict[str, Any]] | None:
@@ -351,6 +345,27 @@ def read_results(path: str) -> dict[str, dict[str, Any]] | None:
         return None
 
 
+def _how_much_worse(r: Result, baseline: dict[str, dict[str, Any]] | None) -> float | None:
+    """How many times worse ``r``'s ratio is than the baseline's (> 1: worse), or None when ``r``
+    is not guarded (no target, no ratio, or no baseline figure for its key)."""
+    if r.target is None or r.ratio is None or not baseline or r.key not in baseline:
+        return None
+    base = baseline[r.key].get("ratio")
+    if not isinstance(base, (int, float)) or base <= 0 or r.ratio <= 0:
+        return None
+    return r.ratio / base if r.lower_is_better else base / r.ratio
+
+
+def regressed(results: Sequence[Result], baseline: dict[str, dict[str, Any]] | None) -> list[Result]:
+    """The guarded results of ``results`` worse than ``baseline`` by more than their margin."""
+    out = []
+    for r in results:
+        worse = _how_much_worse(r, baseline)
+        if worse is not None and worse > (r.target.margin or NOISE_MARGIN):  # type: ignore[union-attr]
+            out.append(r)
+    return out
+
+
 def guard(results: Sequence[Result], baseline: dict[str, dict[str, Any]] | None) -> list[str]:
     """The regressions of ``results`` against ``baseline``: one line per guarded ratio that came out
     worse than the baseline's by more than its margin (empty: nothing regressed).
@@ -360,21 +375,36 @@ def guard(results: Sequence[Result], baseline: dict[str, dict[str, Any]] | None)
     for a rate.  This holds also while the target is met: a change that halves a rate fails even
     where the target had room to spare.
     """
-    out: list[str] = []
-    for r in results:
-        if r.target is None or r.ratio is None or not baseline or r.key not in baseline:
-            continue
-        base = baseline[r.key].get("ratio")
-        if not isinstance(base, (int, float)) or base <= 0 or r.ratio <= 0:
-            continue
-        margin = r.target.margin or NOISE_MARGIN
-        worse = r.ratio / base if r.lower_is_better else base / r.ratio
-        if worse > margin:
-            out.append(
-                f"[{r.number}] {r.title}: ratio {r.ratio:.3g} against the baseline's {base:.3g} "
-                f"({worse:.2f}x worse, margin {margin:g}x; target {r.target.short(r.unit)})"
-            )
-    return out
+    lines = []
+    for r in regressed(results, baseline):
+        base = baseline[r.key]["ratio"]  # type: ignore[index]
+        worse = _how_much_worse(r, baseline)
+        margin = r.target.margin or NOISE_MARGIN  # type: ignore[union-attr]
+        lines.append(
+            f"[{r.number}] {r.title}: ratio {r.ratio:.3g} against the baseline's {base:.3g} "
+            f"({worse:.2f}x worse, margin {margin:g}x; target {r.target.short(r.unit)})"  # type: ignore[union-attr]
+        )
+    return lines
+
+
+def better(a: Result, b: Result) -> Result:
+    """Of two measurements of one result, the one with the better ratio (a when neither has one)."""
+    if a.ratio is None or b.ratio is None:
+        return a
+    if a.lower_is_better:
+        return a if a.ratio <= b.ratio else b
+    return a if a.ratio >= b.ratio else b
+
+
+def median_figures(runs: Sequence[Sequence[Result]]) -> dict[str, dict[str, Any]]:
+    """The figures of the first run, each ratio replaced by its median over ``runs`` (a baseline
+    recorded from several quick runs is a typical one, not a lucky or an unlucky one)."""
+    figures = _figures(runs[0])
+    for key, fig in figures.items():
+        ratios = sorted(r.ratio for run in runs for r in run if r.key == key and r.ratio is not None)
+        if ratios:
+            fig["ratio"] = ratios[len(ratios) // 2]
+    return figures
 
 
 # --------------------------------------------------------------------------
@@ -461,6 +491,8 @@ def run(
         if key not in prints_own_lines:
             for r in got:
                 print(r.line(), flush=True)
+        for r in got:
+            _RESULT_SOURCE[r.key] = key
         results.extend(got)
     elapsed = time.perf_counter() - t_start
     if after is not None:
@@ -479,19 +511,63 @@ def run(
             write_results(os.path.join(RESULTS_DIR, f"{name}.json"), bench, results, meta)
         return 0
     write_results(os.path.join(RESULTS_DIR, "last", f"{name}.quick.json"), bench, results, meta)
-    baseline = read_results(baseline_path)
-    regressions = guard(results, baseline)
+    where = os.path.relpath(baseline_path, REPO_ROOT)
     if args.record and not args.only:
-        write_results(baseline_path, bench, results, meta)
-        print(f"recorded as the guard's baseline: {os.path.relpath(baseline_path, REPO_ROOT)}")
-    if baseline is None:
-        print(f"guard: no baseline at {os.path.relpath(baseline_path, REPO_ROOT)} (record one with --quick --record)")
+        runs = [results] + [_measure(measurements, chosen, args) for _ in range(RECORD_RUNS - 1)]
+        _write_figures(baseline_path, bench, median_figures(runs), meta)
+        print(f"recorded as the guard's baseline (median of {RECORD_RUNS} quick runs): {where}")
         return 0
-    print(f"guard: ratios against {os.path.relpath(baseline_path, REPO_ROOT)}, noise margin {NOISE_MARGIN:g}x "
-          "(or the measurement's own)")
+    baseline = read_results(baseline_path)
+    if baseline is None:
+        print(f"guard: no baseline at {where} (record one with --quick --record)")
+        return 0
+    print(f"guard: ratios against {where}, noise margin {NOISE_MARGIN:g}x (or the measurement's own); "
+          f"a regression must show {RETRIES + 1} times in a row")
+    for _ in range(RETRIES):
+        again = regressed(results, baseline)
+        if not again:
+            break
+        redo = sorted({_RESULT_SOURCE[r.key] for r in again if r.key in _RESULT_SOURCE})
+        for line in guard(again, baseline):
+            print(f"  worse than the baseline, measuring again: {line}")
+        fresh = {r.key: r for r in _measure(measurements, redo, args, echo=False)}
+        results = [better(r, fresh[r.key]) if r.key in fresh else r for r in results]
+    regressions = guard(results, baseline)
     for line in regressions:
         print(f"REGRESSION {line}")
     if regressions and not args.no_guard:
         return 1
     print("guard: no regression" if not regressions else "guard: regressions reported, not failing (--no-guard)")
     return 0
+
+
+#: Quick runs a ``--record`` takes the median of.
+RECORD_RUNS = 3
+#: How many times a guarded measurement that came out worse than its margin is measured again
+#: (its best is kept) before the guard fails the run: noise rarely repeats, a real loss does.
+RETRIES = 2
+
+
+def _measure(measurements: dict[str, Callable[[bool, int], list[Result]]], keys: Sequence[str],
+             args: Any, echo: bool = True) -> list[Result]:
+    out: list[Result] = []
+    for key in keys:
+        got = measurements[key](args.quick, args.reps)
+        if echo:
+            for r in got:
+                print(r.line(), flush=True)
+        out.extend(got)
+    return out
+
+
+#: result key -> the measurement key that produced it, filled by :func:`run` as it measures.
+_RESULT_SOURCE: dict[str, str] = {}
+
+
+def _write_figures(path: str, bench: str, figures: dict[str, dict[str, Any]], meta: dict[str, Any]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"bench": bench, **meta, "results": figures}, f, indent=1, sort_keys=True, default=str)
+        f.write("\n")
+    os.replace(tmp, path)

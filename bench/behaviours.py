@@ -362,7 +362,8 @@ def bench_call_from_process(quick: bool, reps: int) -> list[Result]:
                               note="information only: gen_server:call in Erlang (erl, best of 3)"))
     results += _pykka_results(
         "call_process_pykka", "1b", "gen_server.call from a process", n, n_p, "calls/s", rates, samples,
-        Target("ratio>=", 10.0, "ensemble's call rate >= 10x pykka's ask rate"),
+        # pykka's rate hangs on OS thread wake-ups (see the docstring): a wide guard margin
+        Target("ratio>=", 10.0, "ensemble's call rate >= 10x pykka's ask rate", margin=4.0),
         "peer: ThreadingActor, actor_ref.ask(msg) from the main thread",
     )
     return results

@@ -77,3 +77,35 @@ def test_every_committed_baseline_reads(harness):
         got = harness.read_results(str(path))
         assert got, path
         assert any(isinstance(v.get("ratio"), float) for v in got.values()), path
+
+
+def test_better_keeps_the_better_ratio_in_each_direction(harness):
+    assert harness.better(_rate(harness, 2.0), _rate(harness, 3.0)).ratio == pytest.approx(3.0)
+    assert harness.better(_time(harness, 2.0), _time(harness, 3.0)).ratio == pytest.approx(2.0)
+
+
+def test_a_recorded_baseline_is_the_median_of_its_runs(harness):
+    runs = [[_rate(harness, x)] for x in (1.0, 9.0, 2.0)]
+    assert harness.median_figures(runs)["r"]["ratio"] == pytest.approx(2.0)
+
+
+def _fake_bench(harness, ratios):
+    """A benchmark whose one measurement answers the next ratio of ``ratios`` each time it runs."""
+    it = iter(ratios)
+
+    def measure(quick, reps):
+        return [_rate(harness, next(it))]
+
+    return {"1": measure}
+
+
+def test_a_quick_run_fails_only_when_the_regression_repeats(harness, tmp_path, monkeypatch, capsys):
+    """Against a baseline of 4.0: one noisy 1.0 measured again as 3.9 passes; 1.0 three times fails."""
+    monkeypatch.setattr(harness, "RESULTS_DIR", str(tmp_path))
+    assert 0 == harness.run("fake", "doc", _fake_bench(harness, [4.0, 4.1, 3.9]), ["--quick", "--record"])
+    assert harness.read_results(str(tmp_path / "fake.quick.json"))["r"]["ratio"] == pytest.approx(4.0)
+    assert 0 == harness.run("fake", "doc", _fake_bench(harness, [1.0, 3.9]), ["--quick"])
+    assert "measuring again" in capsys.readouterr().out
+    assert 1 == harness.run("fake", "doc", _fake_bench(harness, [1.0, 1.0, 1.0]), ["--quick"])
+    assert "REGRESSION" in capsys.readouterr().out
+    assert 0 == harness.run("fake", "doc", _fake_bench(harness, [1.0, 1.0, 1.0]), ["--quick", "--no-guard"])
