@@ -202,7 +202,7 @@ VALUES: set[str] = {
 PURE_STDLIB: set[str] = {
     "__future__", "typing", "collections", "dataclasses", "itertools", "functools", "heapq",
     "bisect", "math", "operator", "re", "enum", "abc", "numbers", "struct", "json", "reprlib",
-    "types", "datetime",
+    "types", "datetime", "hmac", "hashlib",
 }
 
 
