@@ -261,19 +261,40 @@ class Result:
         return line
 
 
-def markdown_table(results: Sequence[Result]) -> str:
-    """The summary table, GitHub Markdown, ready for the README."""
+def markdown_table(results: Sequence[Result], spreads: dict[str, tuple[float, float]] | None = None) -> str:
+    """The summary table, GitHub Markdown, ready for the README.
+
+    With ``spreads`` (``{key: (lowest, highest) ratio}`` over repeated full runs, see
+    ``--repeat``) a column shows each ratio's range.
+    """
+    spread_head, spread_rule = (" ratio over runs |", "---:|") if spreads else ("", "")
     rows = [
-        "| # | measurement | N | ensemble | peer | peer figure | ensemble / peer | target | result |",
-        "|---|---|---:|---:|---|---:|---:|---|---|",
+        f"| # | measurement | N | ensemble | peer | peer figure | ensemble / peer |{spread_head} target | result |",
+        f"|---|---|---:|---:|---|---:|---:|{spread_rule}---|---|",
     ]
     for r in results:
         target = r.target.short(r.unit) if r.target else "-"
+        spread = ""
+        if spreads:
+            lo_hi = spreads.get(r.key)
+            spread = f" {lo_hi[0]:.2f}-{lo_hi[1]:.2f}x |" if lo_hi else " - |"
         rows.append(
             f"| {r.number} | {r.title} | {r.n:,} | {r.figure(r.ensemble)} | {r.peer_name or '-'} "
-            f"| {r.figure(r.peer)} | {r.ratio_text()} | {target} | {r.verdict} |"
+            f"| {r.figure(r.peer)} | {r.ratio_text()} |{spread} {target} | {r.verdict} |"
         )
     return "\n".join(rows)
+
+
+def ratio_spreads(runs: Sequence[Sequence[Result]]) -> dict[str, tuple[float, float]]:
+    """``{key: (lowest, highest) ratio}`` of each result over ``runs``."""
+    out: dict[str, tuple[float, float]] = {}
+    for run in runs:
+        for r in run:
+            if r.ratio is None:
+                continue
+            lo, hi = out.get(r.key, (r.ratio, r.ratio))
+            out[r.key] = (min(lo, r.ratio), max(hi, r.ratio))
+    return out
 
 
 def json_line(bench: str, results: Sequence[Result], meta: dict[str, Any]) -> str:
@@ -466,6 +487,9 @@ def run(
         help="quick mode: make this run's figures the committed baseline the guard compares with",
     )
     ap.add_argument("--no-guard", action="store_true", help="quick mode: report regressions, do not fail")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="full mode: run everything this many times; the table shows the last run "
+                    "and each ratio's range over all of them")
     if add_arguments is not None:
         add_arguments(ap)
     args = ap.parse_args(argv)
@@ -494,15 +518,25 @@ def run(
         for r in got:
             _RESULT_SOURCE[r.key] = key
         results.extend(got)
+    runs = [results]
+    for _ in range(max(1, args.repeat) - 1):
+        results = _measure(measurements, chosen, args)
+        runs.append(results)
+    spreads = ratio_spreads(runs) if len(runs) > 1 else None
     elapsed = time.perf_counter() - t_start
     if after is not None:
         after(args)
 
     print(f"\ntotal {elapsed:.1f} s; load average now {loadavg()}\n")
-    print(markdown_table(results))
+    if spreads:
+        print(f"(the last of {len(runs)} runs; the ratio column's range is over all of them)")
+    print(markdown_table(results, spreads))
     print()
     env["loadavg_end"] = loadavg()
     meta = {"mode": mode, "reps": args.reps, "seconds": round(elapsed, 2), **env}
+    if spreads:
+        meta["repeat"] = len(runs)
+        meta["ratio_spreads"] = {k: list(v) for k, v in spreads.items()}
     print(json_line(bench, results, meta))
     name = os.path.splitext(os.path.basename(bench))[0]
     baseline_path = os.path.join(RESULTS_DIR, f"{name}.quick.json")

@@ -109,3 +109,11 @@ def test_a_quick_run_fails_only_when_the_regression_repeats(harness, tmp_path, m
     assert 1 == harness.run("fake", "doc", _fake_bench(harness, [1.0, 1.0, 1.0]), ["--quick"])
     assert "REGRESSION" in capsys.readouterr().out
     assert 0 == harness.run("fake", "doc", _fake_bench(harness, [1.0, 1.0, 1.0]), ["--quick", "--no-guard"])
+
+
+def test_repeated_runs_show_each_ratio_range(harness):
+    runs = [[_rate(harness, 2.0), _time(harness, 1.0)], [_rate(harness, 3.0), _time(harness, 0.5)]]
+    spreads = harness.ratio_spreads(runs)
+    assert spreads["r"] == pytest.approx((2.0, 3.0)) and spreads["t"] == pytest.approx((0.5, 1.0))
+    table = harness.markdown_table(runs[-1], spreads)
+    assert "ratio over runs" in table and "2.00-3.00x" in table and "0.50-1.00x" in table
