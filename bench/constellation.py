@@ -33,9 +33,11 @@ is 0 unless something crashes):
      task), then ``join``.
 
    1a. pool at prefetch 8 against the thread pool.
-       Target: the pool's event rate >= the thread pool's (ratio >= 1).
-   1b. pool at prefetch 64 (against the thread pool, for the ratio).
-       Target: >= 1M events/s.
+       Target: the pool's event rate >= 1.5x the thread pool's (ratio >= 1.5).
+   1b. pool at prefetch 64 against the thread pool.
+       Target: the pool's event rate >= 10x the thread pool's (ratio >= 10);
+       the absolute figure (the former target was 1M events/s) is shown in
+       the note, for information only.
    1c. pool at prefetch 8 against the raw gevent pool.  Informative.
    1d. pool at prefetch 64 against the raw gevent pool.  Informative.
 
@@ -257,15 +259,16 @@ def bench_noop(quick: bool, reps: int) -> list[Result]:
         Result(
             "noop_p8_threads", "1a", f"no-op events, pool of {NOOP_WORKERS}, prefetch 8", n, "events/s",
             rates["pool_p8"], "threads", rates["threads"],
-            Target("ratio>=", 1.0, "at prefetch 8 the pool is at least as fast as the thread pool"),
+            Target("ratio>=", 1.5, "at prefetch 8 the pool moves at least 1.5x the thread pool's events"),
             note=f"{how}; peer: {peer_threads}",
             samples={"ensemble": s["pool_p8"], "threads": s["threads"]},
         ),
         Result(
             "noop_p64_threads", "1b", f"no-op events, pool of {NOOP_WORKERS}, prefetch 64", n, "events/s",
             rates["pool_p64"], "threads", rates["threads"],
-            Target("value>=", 1e6, "at prefetch 64 the pool moves at least 1M events/s"),
-            note=f"{how}; peer: {peer_threads}",
+            Target("ratio>=", 10.0, "at prefetch 64 the pool moves at least 10x the thread pool's events"),
+            note=f"{how}; {rates['pool_p64'] / 1e6:.2f}M events/s (informative: at least 1M was the former "
+            f"target); peer: {peer_threads}",
             samples={"ensemble": s["pool_p64"], "threads": s["threads"]},
         ),
         Result(

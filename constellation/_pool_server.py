@@ -1,9 +1,14 @@
-"""The worker pool's processes: the workers and the pool server (a gen_server owning a pure core stage).
+"""The worker pool's processes: the workers and the pool server (a gen_server owning a pure runtime).
 
-The pool server holds the pure :mod:`constellation.core` stage state (and, for
-a source-fed pool, the pure :mod:`constellation._source_core` reservation) and
-carries out what they answer: one ``Work`` message per delivered batch, one
-completion message back per handled batch.  :mod:`constellation.worker_pool`
+The pool server holds a pure :mod:`constellation.runtime` value -- the core
+stage plus the registry that routes each worker's subscription to its pid,
+exactly as a stage process does -- (and, for a source-fed pool, the pure
+:mod:`constellation._source_core` reservation) and carries out the deliveries
+they answer: each ``Deliver`` sends its message to the worker as it is (an
+:class:`~constellation.runtime.Events` batch to handle, or
+:class:`~constellation.runtime.Cancelled`, the worker's cue to quit once its
+earlier batches are done); one completion message comes back per handled
+batch, naming the worker's subscription.  :mod:`constellation.worker_pool`
 is the public face.
 """
 
@@ -13,10 +18,12 @@ from typing import Any, Callable
 
 import ensemble as e
 from ensemble import gen_server
+from ensemble.dispatcher import DEFAULT
+from ensemble.dispatcher import yield_ as _yield
 
 from . import _notifier
 from . import _source_core as sc
-from . import core
+from . import core, runtime
 from . import source as _source
 from ._pool_types import (
     AlreadyStopping,
@@ -34,7 +41,8 @@ from ._pool_types import (
     WorkerStarted,
     WorkerStopped,
 )
-from .core import Ask, NotifyCancelled, ParticipantDown, Push, SendEvents, Shutdown, StageError, Subscribe
+from .core import StageError
+from .runtime import Cancelled, Events
 
 PUSH = "$constellation.pool.push"
 SNAPSHOT = ("$constellation.pool.snapshot",)
@@ -56,15 +64,14 @@ class _Tag:
         return f"<worker_pool {self.name}>"
 
 
-_WORK = _Tag("work")  # pool -> worker: (_WORK, events)
-_QUIT = _Tag("quit")  # pool -> worker: (_QUIT,)
+# pool -> worker: the runtime's messages, runtime.Events (a batch) and runtime.Cancelled (quit)
 _READY = _Tag("ready")  # worker -> pool: (_READY, n)
-_DONE = _Tag("done")  # worker -> pool: (_DONE, n, count)
+_DONE = _Tag("done")  # worker -> pool: (_DONE, subscription, count)
 
 
-def _take_done(m: Any) -> Any:
-    """A matcher taking a worker's completion message."""
-    return m if type(m) is tuple and m and m[0] is _DONE else e.NOMATCH
+def _subscription(n: int) -> str:
+    """Worker ``n``'s subscription (and participant) id in the pool's runtime."""
+    return f"pool-worker-{n}"
 
 
 def _worker(
@@ -83,28 +90,28 @@ def _worker(
     receive = e.receive
     send(pool, (_READY, n))
     wid = WorkerId(n)
+    sub = _subscription(n)
     notify = _notifier.notify
     while True:
         msg = receive()
-        if type(msg) is tuple:
-            tag = msg[0]
-            if tag is _WORK:
-                events = msg[1]
-                count = len(events)
-                if notifier is not None:
-                    notify(notifier, BatchStarted(wid, count))
-                if handle_event is not None:
-                    for event in events:
-                        state = handle_event(state, event)
-                else:
-                    state = handle_batch(state, events)
-                if notifier is not None:
-                    notify(notifier, BatchCompleted(wid, count))
-                send(pool, (_DONE, n, count))
-            elif tag is _QUIT:
-                return
-            elif tag == "DOWN" and msg[1] is owner:
-                return
+        t = type(msg)
+        if t is Events:
+            events = msg.events
+            count = len(events)
+            if notifier is not None:
+                notify(notifier, BatchStarted(wid, count))
+            if handle_event is not None:
+                for event in events:
+                    state = handle_event(state, event)
+            else:
+                state = handle_batch(state, events)
+            if notifier is not None:
+                notify(notifier, BatchCompleted(wid, count))
+            send(pool, (_DONE, sub, count))
+        elif t is Cancelled:
+            return
+        elif t is tuple and msg and msg[0] == "DOWN" and msg[1] is owner:
+            return
 
 
 class _Worker:
@@ -133,14 +140,13 @@ _SOURCE_STOPPED = "asynchronous source callback stopped"
 
 
 class _State:
-    """The pool process's state: the pure core stage and reservation, plus the process bookkeeping."""
+    """The pool process's state: the pure runtime and reservation, plus the process bookkeeping."""
 
     __slots__ = (
-        "stage",
+        "rt",
         "reservation",
         "source_id",
         "workers",
-        "by_sub",
         "by_mref",
         "order",
         "next_id",
@@ -155,11 +161,10 @@ class _State:
     )
 
     def __init__(self) -> None:
-        self.stage: Any = None
+        self.rt: runtime.Runtime | None = None  # a worker's subscription and participant id are its ``sub``
         self.reservation: sc.Reservation | None = None
         self.source_id: Any = None
         self.workers: dict[int, _Worker] = {}
-        self.by_sub: dict[str, Any] = {}  # subscription id -> worker pid
         self.by_mref: dict[Any, _Worker] = {}
         self.order: list[int] = []  # worker numbers, start order, replacements last
         self.next_id = 1
@@ -173,11 +178,27 @@ class _State:
         self.me: Any = None
 
 
+#: How many rounds of yielding to the workers one completion message may lead to (see ``_completions``).
+_ROUNDS = 64
+
+
 class _PoolServer(gen_server.GenServer):
     def __init__(self, config: Config, notify_source: Any, source_id: Any) -> None:
         self.config = config
         self.notify_source = notify_source
         self.source_id = source_id
+        # Workers on another dispatcher run on other carriers: yielding to them is no use.
+        self._rounds = _ROUNDS if config.dispatcher == DEFAULT else 0
+        seen = self._seen = [False]  # whether _take passed over another message since the last reset
+
+        def take(m: Any) -> Any:
+            """A matcher taking a worker's completion message (and noting any other message)."""
+            if type(m) is tuple and m and m[0] is _DONE:
+                return m
+            seen[0] = True
+            return e.NOMATCH
+
+        self._take = take
 
     # -- init ---------------------------------------------------------------------------
 
@@ -191,7 +212,7 @@ class _PoolServer(gen_server.GenServer):
             st.notifier_source, st.source_mref = _notifier.start(self.notify_source, _notifier.PROPAGATE)
             st.reservation = sc.new()
             st.source_id = self.source_id
-        st.stage = core.new(None, cfg.buffer_capacity)
+        st.rt = runtime.new(None, cfg.buffer_capacity)
         try:
             for slot in range(cfg.size):
                 w = self._start_worker(st, slot)
@@ -238,32 +259,17 @@ class _PoolServer(gen_server.GenServer):
             raise _WorkerStartFailed("timeout")
         if len(got) == 5:
             raise _WorkerStartFailed(got[4])
-        sub = f"pool-worker-{n}"
+        sub = _subscription(n)
         w = _Worker(WorkerId(n), slot, pid, mref, sub)
         st.workers[n] = w
-        st.by_sub[sub] = pid
         st.by_mref[mref] = w
         st.order.append(n)
-        stage, _ = core.update(st.stage, Subscribe(sub, sub, 0))
-        stage, effects = core.update(stage, Ask(sub, cfg.prefetch))
-        st.stage = stage
-        self._run(st, effects)
+        rt, _ = runtime.subscribe(st.rt, sub, sub, 0, pid)
+        st.rt, out = runtime.ask(rt, sub, cfg.prefetch)
+        _execute(out)
         return w
 
     # -- effects ------------------------------------------------------------------------
-
-    @staticmethod
-    def _run(st: _State, effects: list) -> None:
-        by_sub = st.by_sub
-        send = e.send
-        for eff in effects:
-            pid = by_sub.get(eff.id)
-            if pid is None:
-                continue
-            if type(eff) is SendEvents:
-                send(pid, (_WORK, eff.events))
-            elif type(eff) is NotifyCancelled:
-                send(pid, (_QUIT,))
 
     def _source_actions(self, st: _State, actions: list) -> None:
         notifier = st.notifier_source
@@ -281,7 +287,7 @@ class _PoolServer(gen_server.GenServer):
         r = st.reservation
         if r is None or st.stopping:
             return
-        stage = st.stage
+        stage = st.rt.state
         capacity = core.available_demand(stage) - core.buffer_size(stage)
         r, actions = sc.reconcile(r, capacity)
         st.reservation = r
@@ -298,15 +304,14 @@ class _PoolServer(gen_server.GenServer):
             if st.reservation is not None:
                 return ("reply", ("error", SourceManaged()), st)
             try:
-                stage, effects = core.update(st.stage, Push(request[1]))
+                st.rt, out = runtime.push(st.rt, request[1])
             except StageError as err:
                 return ("reply", ("error", StageProtocol(err)), st)
-            st.stage = stage
-            self._run(st, effects)
+            _execute(out)
             return ("reply", _OK, st)
         if request is SNAPSHOT or request == SNAPSHOT:
             workers = tuple(st.workers[n].id for n in st.order)
-            return ("reply", ("ok", Snapshot(workers, core.buffer_size(st.stage), st.stopping)), st)
+            return ("reply", ("ok", Snapshot(workers, core.buffer_size(st.rt.state), st.stopping)), st)
         if request is STOP or request == STOP:
             return self._stop(from_, st)
         if tag == _source.SUPPLY:
@@ -322,15 +327,14 @@ class _PoolServer(gen_server.GenServer):
         if st.reservation is not None:
             st.reservation, actions = sc.shutdown(st.reservation)
             self._source_actions(st, actions)
-        if core.buffer_size(st.stage) == 0:
+        if core.buffer_size(st.rt.state) == 0:
             return self._begin_shutdown(st)
         return ("noreply", st)
 
     def _begin_shutdown(self, st: _State) -> Any:
         st.shutdown_started = True
-        stage, effects = core.update(st.stage, Shutdown())
-        st.stage = stage
-        self._run(st, effects)  # a quit queued behind each worker's pending batches
+        st.rt, out = runtime.shutdown(st.rt)
+        _execute(out)  # a quit queued behind each worker's pending batches
         if not st.workers:
             return self._finish(st)
         return ("noreply", st)
@@ -354,12 +358,12 @@ class _PoolServer(gen_server.GenServer):
             return ("error", err)
         if reservation is not st.reservation:  # accepted, and something to deliver
             try:
-                stage, effects = core.update(st.stage, Push(events))
+                rt, out = runtime.push(st.rt, events)
             except StageError as err:
                 return ("error", sc.SourceUnavailable(err))  # neither the reservation nor the stage moves
-            st.stage = stage
+            st.rt = rt
             st.reservation = reservation
-            self._run(st, effects)
+            _execute(out)
         self._reconcile(st)
         return ("ok", result)
 
@@ -373,7 +377,7 @@ class _PoolServer(gen_server.GenServer):
                     st.reservation, actions = sc.unavailable(st.reservation)
                     self._source_actions(st, actions)
                 elif tag == _source.AVAILABLE:
-                    stage = st.stage
+                    stage = st.rt.state
                     capacity = core.available_demand(stage) - core.buffer_size(stage)
                     st.reservation, actions = sc.available(st.reservation, capacity)
                     self._source_actions(st, actions)
@@ -383,41 +387,56 @@ class _PoolServer(gen_server.GenServer):
 
     def handle_info(self, msg: Any, st: _State) -> Any:
         if type(msg) is tuple:
-            tag = msg[0]
-            if tag is _DONE:  # the hot path: renew what the worker completed
+            if msg[0] is _DONE:  # the hot path: renew what the workers completed
                 return self._completions(msg, st)
-            if tag == "DOWN" and len(msg) == 5:
+            if msg[0] == "DOWN" and len(msg) == 5:
                 return self._down(msg[1], msg[4], st)
         return ("noreply", st)
 
     def _completions(self, msg: tuple, st: _State) -> Any:
-        """Renew the demand of completed batches: this one, and the ones queued right behind it.
+        """Renew the demand of completed batches: this one, the ones queued behind it, and more in rounds.
 
-        Completions already waiting are taken here with a polling selective
-        receive, without a trip through the gen_server loop each; renewing
-        demand commutes with the other requests, so taking them first is safe.
+        The completions already waiting are taken with a polling selective
+        receive (renewing demand commutes with the other requests, so taking
+        them first is safe) and renewed together in one
+        :func:`runtime.ask_all` -- the same deliveries as one ask each, in
+        order.  A completion of a worker no longer subscribed (replaced
+        meanwhile, or the pool shutting down) renews nothing.  Then, when the
+        workers share the pool's carrier and got work, the pool yields to them
+        (``ensemble.dispatcher.yield_``) and goes on with the completions they
+        sent meanwhile, for at most ``_ROUNDS`` rounds, and only while no
+        other message waits: one trip through the gen_server loop serves many
+        batches, and a call or a ``DOWN`` waits one round at most.
         """
-        workers = st.workers
-        by_sub = st.by_sub
-        send = e.send
-        update = core.update
+        take = self._take
+        seen = self._seen
+        seen[0] = False
+        routes = st.rt.routes
+        asks = [(msg[1], msg[2])] if msg[1] in routes else []
+        rounds = self._rounds
         while True:
-            w = workers.get(msg[1])
-            if w is not None and not st.shutdown_started:
-                stage, effects = update(st.stage, Ask(w.sub, msg[2]))
-                st.stage = stage
-                for eff in effects:
-                    pid = by_sub.get(eff.id)
-                    if pid is not None:
-                        send(pid, (_WORK, eff.events) if type(eff) is SendEvents else (_QUIT,))
-                if st.stopping:
-                    if core.buffer_size(stage) == 0:
-                        return self._begin_shutdown(st)
-                elif st.reservation is not None:
-                    self._reconcile(st)
-            msg = e.receive(_take_done, timeout=0)
-            if msg is e.TIMEOUT:
+            while True:
+                m = _receive(take, timeout=0)
+                if m is _TIMEOUT:
+                    break
+                if m[1] in routes:
+                    asks.append((m[1], m[2]))
+            if not asks:
                 return ("noreply", st)
+            st.rt, out = _ask_all(st.rt, asks)  # never fails: every id is routed, every count > 0
+            for d in out:
+                _send(d.to, d.message)
+            if st.stopping:
+                if core.buffer_size(st.rt.state) == 0:
+                    return self._begin_shutdown(st)
+            elif st.reservation is not None:
+                self._reconcile(st)
+            if not out or not rounds or seen[0]:
+                return ("noreply", st)
+            rounds -= 1
+            _yield()
+            routes = st.rt.routes
+            asks = []
 
     def _down(self, mref: Any, reason: Any, st: _State) -> Any:
         w = st.by_mref.pop(mref, None)
@@ -429,7 +448,6 @@ class _PoolServer(gen_server.GenServer):
             return ("noreply", st)
         n = w.id.value
         del st.workers[n]
-        st.by_sub.pop(w.sub, None)
         st.order.remove(n)
         self._report(st, WorkerStopped(w.id, w.slot))
         if st.shutdown_started:
@@ -437,16 +455,27 @@ class _PoolServer(gen_server.GenServer):
                 return self._finish(st)
             return ("noreply", st)
         # at-most-once: the dead worker's batch and outstanding demand are dropped
-        stage, effects = core.update(st.stage, ParticipantDown(w.sub))
-        st.stage = stage
-        self._run(st, effects)
+        st.rt, out = runtime.participant_down(st.rt, w.sub)
+        _execute(out)  # the dead worker's Cancelled is dropped (ensemble drops a message to an exited pid)
         try:
             replacement = self._start_worker(st, w.slot)
         except _WorkerStartFailed as err:
             return ("stop", ("worker_start_failed", err.reason), st)
         self._report(st, WorkerStarted(replacement.id, w.slot))
         self._report(st, WorkerReplaced(w.id, replacement.id, w.slot))
-        if st.stopping and core.buffer_size(st.stage) == 0:
+        if st.stopping and core.buffer_size(st.rt.state) == 0:
             return self._begin_shutdown(st)
         self._reconcile(st)
         return ("noreply", st)
+
+
+_ask_all = runtime.ask_all
+_send = e.send
+_receive = e.receive
+_TIMEOUT = e.TIMEOUT
+
+
+def _execute(out: list) -> None:
+    """Carry out the runtime's deliveries, in order: each message goes to its worker as it is."""
+    for d in out:
+        _send(d.to, d.message)

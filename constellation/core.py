@@ -45,7 +45,10 @@ demand 3, push ``[1, 2, 3]``: all delivered).
 
 Subscription and participant ids are any hashable values.  The buffer takes
 ``k`` events from its head in O(k), so a stage with a large backlog serves a
-small ``Ask`` cheaply.
+small ``Ask`` cheaply.  The core never looks at which kind of strategy it
+runs: the strategy's engines (``dispatch._engine`` and
+``dispatch._asks_engine``, chosen once in :func:`new`) dispatch the buffer,
+each kind in its own way.
 """
 
 from __future__ import annotations
@@ -311,14 +314,27 @@ def check_buffer_capacity(capacity: Any) -> Optional[int]:
 
 # --------------------------------------------------------------------------- buffer
 
+_new = object.__new__
+
+
+#: Chunks at least this long are not merged into, and a head chunk is compacted only once more
+#: events than this were taken from it (see :class:`_Buffer`).
+_MERGE_BELOW = 4096
+
 
 class _Buffer:
     """An immutable FIFO: chunks of tuples, an offset into the first chunk, a size.
 
-    Appending keeps O(log n) chunks (a new chunk merges with the last one
-    while that one is no more than twice its size), taking ``k`` events from
-    the head costs O(k), and the first chunk is compacted once the offset
-    passes half of it.
+    Appending merges a new chunk into the last one while that one is no more
+    than twice its size and shorter than ``_MERGE_BELOW`` events: many small
+    pushes make O(log n) chunks below that size, and an event is copied O(1)
+    times (not O(log n)) once chunks reach it, for n / ``_MERGE_BELOW``
+    chunks at most beyond the small ones.  Taking ``k`` events from the head
+    costs O(k), and the first chunk is compacted (its taken events let go)
+    once the offset passes half of it and ``_MERGE_BELOW`` events.  The
+    dispatch engines (:func:`constellation.dispatch._engine`) read it through
+    ``size``, :meth:`take`, :meth:`drop`, :meth:`split`, :meth:`peek` and
+    :meth:`holding`.
     """
 
     __slots__ = ("chunks", "offset", "size")
@@ -332,13 +348,13 @@ class _Buffer:
         if not events:
             return self
         if not self.size:
-            return _Buffer((events,), 0, len(events))
+            return _buffer(events)
         chunks = list(self.chunks)
         chunks.append(events)
-        while len(chunks) > 2 and len(chunks[-2]) <= 2 * len(chunks[-1]):
+        while len(chunks) > 2 and len(chunks[-2]) <= 2 * len(chunks[-1]) and len(chunks[-2]) < _MERGE_BELOW:
             tail = chunks.pop()
             chunks[-1] = chunks[-1] + tail
-        return _Buffer(tuple(chunks), self.offset, self.size + len(events))
+        return _chunked(tuple(chunks), self.offset, self.size + len(events))
 
     def take(self, k: Optional[int]) -> tuple:
         """The first ``k`` events (all of them for ``None``)."""
@@ -378,10 +394,41 @@ class _Buffer:
         if i:
             chunks = chunks[i:]
         head = chunks[0]
-        if off and 2 * off > len(head):
+        if off > _MERGE_BELOW and 2 * off > len(head):
             chunks = (head[off:],) + chunks[1:]
             off = 0
-        return _Buffer(chunks, off, size)
+        return _chunked(chunks, off, size)
+
+    def split(self, k: int) -> tuple[tuple, _Buffer]:
+        """``(self.take(k), self.drop(k))`` for ``k >= 0``, in one step (the head chunk's case is the fast one)."""
+        chunks = self.chunks
+        if chunks:
+            off = self.offset
+            head = chunks[0]
+            end = off + k
+            n = len(head)
+            if end < n:
+                rest = _new(_Buffer)
+                if end > _MERGE_BELOW and 2 * end > n:  # drop's compaction rule
+                    rest.chunks = (head[end:],) + chunks[1:]
+                    rest.offset = 0
+                else:
+                    rest.chunks = chunks
+                    rest.offset = end
+                rest.size = self.size - k
+                return head[off:end], rest
+        return self.take(k), self.drop(k)
+
+    def peek(self, start: int, k: int) -> tuple:
+        """The ``k`` events after the first ``start`` (``0 <= start``, ``0 <= k``), the buffer unchanged."""
+        off = self.offset + start
+        if self.chunks and off + k <= len(self.chunks[0]):
+            return self.chunks[0][off : off + k]
+        return self.drop(start).take(k)
+
+    def holding(self, events: tuple) -> _Buffer:
+        """A buffer of exactly ``events`` (what is left once a strategy took what it could anywhere)."""
+        return _buffer(events)
 
     def to_tuple(self) -> tuple:
         return self.take(None)
@@ -392,11 +439,21 @@ def _chain(parts: list) -> Iterable[Any]:
         yield from p
 
 
+def _chunked(chunks: tuple, offset: int, size: int) -> _Buffer:
+    """``_Buffer(chunks, offset, size)`` without the call to ``__init__`` (the hot path builds many)."""
+    b = _new(_Buffer)
+    b.chunks = chunks
+    b.offset = offset
+    b.size = size
+    return b
+
+
 _EMPTY = _Buffer((), 0, 0)
 
 
-def _buffer_of(events: tuple) -> _Buffer:
-    return _Buffer((events,), 0, len(events)) if events else _EMPTY
+def _buffer(events: tuple) -> _Buffer:
+    """A buffer holding ``events``."""
+    return _chunked((events,), 0, len(events)) if events else _EMPTY
 
 
 # --------------------------------------------------------------------------- state
@@ -412,19 +469,40 @@ class Subscription:
     partition: int
 
 
+class _Members:
+    """What changes only when the membership does: shared by every state in between.
+
+    ``owners`` and ``partitions`` map each active subscription to its
+    participant and partition, ``cancelled`` holds the tombstones; the
+    strategy, its dispatch engines and the capacity never change.  Immutable
+    by convention (nothing writes one after :func:`_members` built it).
+    """
+
+    __slots__ = ("owners", "partitions", "cancelled", "strategy", "engine", "asks_engine", "capacity")
+
+
+def _members(owners: dict, partitions: dict, cancelled: frozenset, base: Any) -> _Members:
+    """New membership over ``base``'s strategy, engine and capacity."""
+    m = _new(_Members)
+    m.owners = owners
+    m.partitions = partitions
+    m.cancelled = cancelled
+    m.strategy = base.strategy
+    m.engine = base.engine
+    m.asks_engine = base.asks_engine
+    m.capacity = base.capacity
+    return m
+
+
 class StageState:
     """A stage's protocol state; an immutable value (build it with :func:`new`)."""
 
-    __slots__ = ("_demands", "_owners", "_partitions", "_order", "_cancelled", "_buffer", "_strategy", "_capacity")
+    __slots__ = ("_demands", "_order", "_buffer", "_members")
 
     _demands: dict  # id -> outstanding demand, active subscriptions only
-    _owners: dict  # id -> participant_id, active subscriptions only
-    _partitions: dict  # id -> partition, active subscriptions only (what dispatch reads)
     _order: tuple  # active ids in dispatch order
-    _cancelled: frozenset  # tombstones
     _buffer: _Buffer
-    _strategy: Strategy
-    _capacity: Optional[int]
+    _members: _Members
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("StageState is immutable")
@@ -434,42 +512,34 @@ class StageState:
 
     def __repr__(self) -> str:
         subs = ", ".join(f"{i!r}: {self._demands[i]}" for i in self._order)
+        m = self._members
         return (
-            f"StageState(strategy={self._strategy!r}, buffer_capacity={self._capacity!r}, "
-            f"demand={{{subs}}}, buffered={self._buffer.size}, cancelled={len(self._cancelled)})"
+            f"StageState(strategy={m.strategy!r}, buffer_capacity={m.capacity!r}, "
+            f"demand={{{subs}}}, buffered={self._buffer.size}, cancelled={len(m.cancelled)})"
         )
 
 
-_set = {name: StageState.__dict__[name].__set__ for name in StageState.__slots__}
-_set_demands = _set["_demands"]
-_set_owners = _set["_owners"]
-_set_partitions = _set["_partitions"]
-_set_order = _set["_order"]
-_set_cancelled = _set["_cancelled"]
-_set_buffer = _set["_buffer"]
-_set_strategy = _set["_strategy"]
-_set_capacity = _set["_capacity"]
+class _Building(StageState):
+    """A :class:`StageState` being built: the same slots, writable.
+
+    :func:`_make` fills one with plain attribute stores and then turns it into
+    a ``StageState`` (assigning ``__class__``; the layouts are the same), a
+    third of the cost of storing through the slot descriptors; a state is
+    built on every command.
+    """
+
+    __slots__ = ()
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__
 
 
-def _make(
-    demands: dict,
-    owners: dict,
-    partitions: dict,
-    order: tuple,
-    cancelled: frozenset,
-    buffer: _Buffer,
-    strategy: Strategy,
-    capacity: Optional[int],
-) -> StageState:
-    s = object.__new__(StageState)
-    _set_demands(s, demands)
-    _set_owners(s, owners)
-    _set_partitions(s, partitions)
-    _set_order(s, order)
-    _set_cancelled(s, cancelled)
-    _set_buffer(s, buffer)
-    _set_strategy(s, strategy)
-    _set_capacity(s, capacity)
+def _make(demands: dict, order: tuple, buffer: _Buffer, members: _Members) -> StageState:
+    s = _new(_Building)
+    s._demands = demands
+    s._order = order
+    s._buffer = buffer
+    s._members = members
+    s.__class__ = StageState
     return s
 
 
@@ -485,156 +555,183 @@ def new(strategy: Optional[Strategy] = None, buffer_capacity: Optional[int] = No
     if type(strategy) is not Strategy:
         raise TypeError(f"not a dispatch strategy: {strategy!r}")
     check_buffer_capacity(buffer_capacity)
-    return _make({}, {}, {}, (), frozenset(), _EMPTY, strategy, buffer_capacity)
+    m = _new(_Members)
+    m.owners, m.partitions, m.cancelled = {}, {}, frozenset()
+    m.strategy, m.capacity = strategy, buffer_capacity
+    m.engine, m.asks_engine = _dispatch._engine(strategy), _dispatch._asks_engine(strategy)
+    return _make({}, (), _EMPTY, m)
 
 
 # --------------------------------------------------------------------------- update
+#
+# ``update`` is the public face.  The steps below answer the same transitions
+# with the effects in their raw form -- deliveries as ``(id, events)`` pairs,
+# cancellations as a list of ids, which always come first -- and take the
+# command's fields as arguments: :mod:`constellation.runtime` calls them
+# directly and builds its deliveries without the effect values in between.
+
+_NONE: tuple = ()
 
 
 def update(state: StageState, command: Command) -> tuple[StageState, list[Effect]]:
     """Apply ``command``: the new state and its effects, or a :class:`StageError` (state unchanged)."""
     t = type(command)
     if t is Ask:
-        return _ask(state, command)
+        state, sent = _ask(state, command.id, command.n)
+        return state, _effects(_NONE, sent)
     if t is Push:
-        return _push(state, command)
+        state, sent = _push(state, command.events)
+        return state, _effects(_NONE, sent)
     if t is Subscribe:
-        return _subscribe(state, command)
+        return _subscribe(state, command.id, command.participant_id, command.partition), []
     if t is Cancel:
-        return _cancel(state, command)
-    if t is ParticipantDown:
-        return _participant_down(state, command)
-    if t is Shutdown:
-        return _shutdown(state)
-    raise TypeError(f"not a stage command: {command!r}")
+        state, gone, sent = _cancel(state, command.id)
+    elif t is ParticipantDown:
+        state, gone, sent = _participant_down(state, command.participant_id)
+    elif t is Shutdown:
+        state, gone = _shutdown(state)
+        sent = _NONE
+    else:
+        raise TypeError(f"not a stage command: {command!r}")
+    return state, _effects(gone, sent)
+
+
+_set_send_id = SendEvents.__dict__["id"].__set__
+_set_send_events = SendEvents.__dict__["events"].__set__
+
+
+def _effects(gone: Any, sent: Any) -> list[Effect]:
+    """The effect values: ``NotifyCancelled`` for each id in ``gone``, then ``SendEvents`` for each pair in ``sent``."""
+    out: list[Effect] = [NotifyCancelled(i) for i in gone] if gone else []
+    for i, events in sent:
+        eff = _new(SendEvents)  # SendEvents(i, events), built through its slots
+        _set_send_id(eff, i)
+        _set_send_events(eff, events)
+        out.append(eff)
+    return out
 
 
 def _missing(state: StageState, id: Hashable) -> StageError:
-    if id in state._cancelled:
+    if id in state._members.cancelled:
         return SubscriptionCancelled(id)
     return UnknownSubscription(id)
 
 
-def _subscribe(state: StageState, cmd: Subscribe) -> tuple[StageState, list[Effect]]:
-    id = cmd.id
-    if id in state._demands or id in state._cancelled:
+def _subscribe(state: StageState, id: Hashable, participant_id: Hashable, partition: int) -> StageState:
+    """``Subscribe(id, participant_id, partition)``: the new state (no effects)."""
+    m = state._members
+    if id in state._demands or id in m.cancelled:
         raise DuplicateSubscription(id)
     demands = dict(state._demands)
     demands[id] = 0
-    owners = dict(state._owners)
-    owners[id] = cmd.participant_id
-    partitions = dict(state._partitions)
-    partitions[id] = cmd.partition
-    order = state._order + (id,)
-    return (
-        _make(demands, owners, partitions, order, state._cancelled, state._buffer, state._strategy, state._capacity),
-        [],
-    )
+    owners = dict(m.owners)
+    owners[id] = participant_id
+    partitions = dict(m.partitions)
+    partitions[id] = partition
+    return _make(demands, state._order + (id,), state._buffer, _members(owners, partitions, m.cancelled, m))
 
 
-def _ask(state: StageState, cmd: Ask) -> tuple[StageState, list[Effect]]:
-    id = cmd.id
-    old = state._demands.get(id)
-    if old is None and id not in state._demands:
+def _ask(state: StageState, id: Hashable, n: Any) -> tuple[StageState, Any]:
+    """``Ask(id, n)``: the new state and the deliveries, ``(id, events)`` pairs."""
+    demands = state._demands
+    old = demands.get(id)
+    if old is None:
         raise _missing(state, id)
-    n = cmd.n
     if type(n) is not int or n <= 0:
         raise InvalidDemand(n)
-    demands = dict(state._demands)
+    demands = demands.copy()
     demands[id] = old + n
-    parts = state._partitions
-    order, buffer, effects = _dispatch_buffer(state._strategy, state._order, demands, parts, state._buffer)
-    return (
-        _make(demands, state._owners, parts, order, state._cancelled, buffer, state._strategy, state._capacity),
-        effects,
-    )
+    buffer = state._buffer
+    m = state._members
+    if buffer.size:
+        order, buffer, sent = m.engine(state._order, demands, m.partitions, buffer)
+        return _make(demands, order, buffer, m), sent
+    return _make(demands, state._order, buffer, m), _NONE
 
 
-def _push(state: StageState, cmd: Push) -> tuple[StageState, list[Effect]]:
-    events = cmd.events
+def _ask_all(state: StageState, asks: Iterable[tuple[Hashable, Any]]) -> tuple[StageState, list]:
+    """``Ask(id, n)`` for each ``(id, n)`` of ``asks`` in turn, in one step: the last state and all deliveries.
+
+    The same as folding :func:`_ask` over ``asks`` (each ask dispatches before
+    the next is added), with one state built at the end; the first error
+    raises and nothing is kept.  (An ask's errors do not depend on the asks
+    before it, so all are checked first.)
+    """
+    if type(asks) is not list:
+        asks = list(asks)
+    demands = state._demands
+    for id, n in asks:
+        if id not in demands:
+            raise _missing(state, id)
+        if type(n) is not int or n <= 0:
+            raise InvalidDemand(n)
+    if not asks:
+        return state, []
+    demands = demands.copy()
+    m = state._members
+    order, buffer, sent = m.asks_engine(state._order, demands, m.partitions, state._buffer, asks)
+    return _make(demands, order, buffer, m), sent
+
+
+def _push(state: StageState, events: Any) -> tuple[StageState, Any]:
+    """``Push(events)``: the new state and the deliveries, ``(id, events)`` pairs."""
     if type(events) is not tuple:
         events = tuple(events)
     buffer = state._buffer.push(events)
-    demands = dict(state._demands)
-    order, buffer, effects = _dispatch_buffer(state._strategy, state._order, demands, state._partitions, buffer)
-    capacity = state._capacity
+    m = state._members
+    demands = state._demands
+    order = state._order
+    sent: Any = _NONE
+    if order and buffer.size:
+        demands = demands.copy()
+        order, buffer, sent = m.engine(order, demands, m.partitions, buffer)
+    capacity = m.capacity
     if capacity is not None and buffer.size > capacity:
         raise BufferCapacityExceeded(capacity, buffer.size)
-    return (
-        _make(demands, state._owners, state._partitions, order, state._cancelled, buffer, state._strategy, capacity),
-        effects,
-    )
+    return _make(demands, order, buffer, m), sent
 
 
-def _remove(state: StageState, ids: list) -> tuple[StageState, list[Effect]]:
+def _remove(state: StageState, ids: list) -> tuple[StageState, list, Any]:
     """Remove and tombstone ``ids`` (in dispatch order), then dispatch."""
     gone = set(ids)
+    m = state._members
     demands = {i: d for i, d in state._demands.items() if i not in gone}
-    owners = {i: p for i, p in state._owners.items() if i not in gone}
-    partitions = {i: k for i, k in state._partitions.items() if i not in gone}
+    owners = {i: p for i, p in m.owners.items() if i not in gone}
+    partitions = {i: k for i, k in m.partitions.items() if i not in gone}
     order = tuple(i for i in state._order if i not in gone)
-    effects: list[Effect] = [NotifyCancelled(i) for i in ids]
-    order, buffer, sent = _dispatch_buffer(state._strategy, order, demands, partitions, state._buffer)
-    effects.extend(sent)
-    return (
-        _make(demands, owners, partitions, order, state._cancelled | gone, buffer, state._strategy, state._capacity),
-        effects,
-    )
+    m = _members(owners, partitions, m.cancelled | gone, m)
+    buffer = state._buffer
+    sent: Any = _NONE
+    if order and buffer.size:
+        order, buffer, sent = m.engine(order, demands, partitions, buffer)
+    return _make(demands, order, buffer, m), ids, sent
 
 
-def _cancel(state: StageState, cmd: Cancel) -> tuple[StageState, list[Effect]]:
-    id = cmd.id
+def _cancel(state: StageState, id: Hashable) -> tuple[StageState, list, Any]:
+    """``Cancel(id)``: the new state, the cancelled ids and the deliveries."""
     if id in state._demands:
         return _remove(state, [id])
-    if id in state._cancelled:
-        return state, []
+    if id in state._members.cancelled:
+        return state, [], _NONE
     raise UnknownSubscription(id)
 
 
-def _participant_down(state: StageState, cmd: ParticipantDown) -> tuple[StageState, list[Effect]]:
-    p = cmd.participant_id
-    owners = state._owners
+def _participant_down(state: StageState, p: Hashable) -> tuple[StageState, list, Any]:
+    """``ParticipantDown(p)``: the new state, the cancelled ids and the deliveries."""
+    owners = state._members.owners
     ids = [i for i in state._order if owners[i] == p]
     if not ids:
-        return state, []
+        return state, [], _NONE
     return _remove(state, ids)
 
 
-def _shutdown(state: StageState) -> tuple[StageState, list[Effect]]:
-    effects: list[Effect] = [NotifyCancelled(i) for i in state._order]
-    if not effects:
+def _shutdown(state: StageState) -> tuple[StageState, list]:
+    """``Shutdown()``: the new state and the cancelled ids (no dispatch)."""
+    ids = list(state._order)
+    if not ids:
         return state, []
-    return (
-        _make({}, {}, {}, (), state._cancelled | frozenset(state._order), state._buffer, state._strategy, state._capacity),
-        effects,
-    )
-
-
-def _dispatch_buffer(
-    strategy: Strategy,
-    order: tuple,
-    demands: dict,
-    partitions: dict,
-    buffer: _Buffer,
-) -> tuple[tuple, _Buffer, list[Effect]]:
-    """Run the strategy over the buffer; ``demands`` (a fresh copy) is updated in place.
-
-    Only the strategy's :func:`~constellation.dispatch.window` of the buffer is
-    handed to it (the rest stays buffered behind it, exactly as a run over the
-    whole buffer would leave it); a bounded window leaves its own tail.
-    """
-    if not buffer.size or not order:
-        return order, buffer, []
-    window = _dispatch.window(strategy, demands.values())
-    if window == 0:
-        return order, buffer, []
-    events = buffer.take(window)
-    order, deliveries, remaining = _dispatch._run(strategy, order, demands, partitions, events)
-    if window is None:
-        buffer = _buffer_of(remaining)
-    else:
-        buffer = buffer.drop(len(events) - len(remaining))
-    return order, buffer, [SendEvents(i, evs) for i, evs in deliveries]
+    m = state._members
+    return _make({}, (), state._buffer, _members({}, {}, m.cancelled | frozenset(ids), m)), ids
 
 
 # --------------------------------------------------------------------------- queries
@@ -655,13 +752,13 @@ def subscription(state: StageState, id: Hashable) -> Subscription:
     demand = state._demands.get(id)
     if demand is None:
         raise _missing(state, id)
-    participant_id, part = state._owners[id], state._partitions[id]
-    return Subscription(id, participant_id, demand, part)
+    m = state._members
+    return Subscription(id, m.owners[id], demand, m.partitions[id])
 
 
 def is_cancelled(state: StageState, id: Hashable) -> bool:
     """Whether ``id`` is tombstoned (it was cancelled; it stays so for the stage's life)."""
-    return id in state._cancelled
+    return id in state._members.cancelled
 
 
 def available_demand(state: StageState) -> int:
@@ -676,9 +773,9 @@ def subscription_ids(state: StageState) -> tuple:
 
 def strategy(state: StageState) -> Strategy:
     """The stage's dispatch strategy."""
-    return state._strategy
+    return state._members.strategy
 
 
 def buffer_capacity(state: StageState) -> Optional[int]:
     """The buffer capacity (``None``: unlimited)."""
-    return state._capacity
+    return state._members.capacity

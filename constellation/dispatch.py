@@ -1,8 +1,9 @@
 """Dispatch strategies: which subscription gets which buffered event.
 
-Pure rules, no I/O: :mod:`constellation.core` asks :func:`dispatch` after
-every ``Ask``, ``Push``, ``Cancel`` and ``ParticipantDown`` and applies the
-answer.  The rules are constellation 0.2's (``domains/dispatcher.gleam`` and
+Pure rules, no I/O: :mod:`constellation.core` asks the strategy (through its
+engine over the stage's buffer, which answers what :func:`dispatch` answers;
+see "Engines" below) after every ``Ask``, ``Push``, ``Cancel`` and
+``ParticipantDown`` and applies the answer.  The rules are constellation 0.2's (``domains/dispatcher.gleam`` and
 its ``demand``, ``broadcast``, ``partition`` and ``custom`` sub-modules,
 ``docs/adr/0004-dispatch-ordering.md``):
 
@@ -189,6 +190,143 @@ def dispatch(strategy: Strategy, targets: Iterable[Target], events: Iterable[Any
         tuple(Delivery(i, evs) for i, evs in deliveries),
         remaining,
     )
+
+
+# --------------------------------------------------------------------------
+# Engines: a strategy over a stage's buffer
+# --------------------------------------------------------------------------
+#
+# The core keeps its buffer (``constellation.core._Buffer``: ``size``,
+# ``take(k)``, ``drop(k)``, ``split(k)``, ``peek(start, k)``,
+# ``holding(events)``) and asks the strategy's engines, chosen once per stage
+# by :func:`_engine` and :func:`_asks_engine`, to dispatch it:
+# ``engine(order, demands, partitions, buffer) -> (order, buffer,
+# deliveries)``, ``demands`` a fresh dict it updates in place, deliveries
+# ``(id, events)`` pairs.  Every engine answers what :func:`_run` over the
+# buffer's :func:`window` answers, the rest of the buffer staying behind it;
+# the strategy kinds are told apart here, never in the core.
+
+
+def _engine(strategy: Strategy) -> Callable[[tuple, dict, dict, Any], tuple]:
+    """The engine that runs ``strategy`` over a core buffer (see above)."""
+    _check(strategy)
+    if strategy.kind == _DEMAND:
+        return _engine_demand
+
+    def engine(order: tuple, demands: dict, partitions: dict, buffer: Any) -> tuple:
+        return _windowed(strategy, order, demands, partitions, buffer)
+
+    return engine
+
+
+def _asks_engine(strategy: Strategy) -> Callable[[tuple, dict, dict, Any, list], tuple]:
+    """The engine of a run of asks: ``asks_engine(order, demands, partitions, buffer, asks)``.
+
+    ``asks`` is a list of ``(id, n)`` pairs, ids of targets and ``n > 0``;
+    each adds ``n`` to its target's demand and dispatches, in turn.  Answers
+    ``(order, buffer, deliveries)``: what folding :func:`_engine` over the
+    asks answers (every ask's deliveries, in order), ``demands`` updated in
+    place.
+    """
+    engine = _engine(strategy)
+    return _asks_demand if engine is _engine_demand else _folded(engine)
+
+
+def _folded(engine: Callable[[tuple, dict, dict, Any], tuple]) -> Callable[[tuple, dict, dict, Any, list], tuple]:
+    """The asks engine that folds ``engine`` over the asks, one dispatch after each."""
+
+    def asks_engine(order: tuple, demands: dict, partitions: dict, buffer: Any, asks: list) -> tuple:
+        sent: list = []
+        for i, n in asks:
+            demands[i] += n
+            if buffer.size:
+                order, buffer, out = engine(order, demands, partitions, buffer)
+                sent += out
+        return order, buffer, sent
+
+    return asks_engine
+
+
+def _asks_demand(order: tuple, demands: dict, partitions: dict, buffer: Any, asks: list) -> tuple:
+    """:func:`demand`'s asks engine: the fold of :func:`_engine_demand`, its fast case done in place.
+
+    While each ask's target is the only one with demand (workers renewing
+    their own demand one after the other), the deliveries are consecutive
+    runs of the buffer's head: they are sliced off in turn (``buffer.peek``)
+    and the buffer is cut once, at the end; and as each such delivery turns
+    the order round until its target is last, the turns add up to one, made
+    once, for the last of them.  An ask that finds other targets with demand
+    goes through :func:`_engine_demand`.
+    """
+    sent: list = []
+    taken = 0  # events delivered from the buffer's head, not cut off yet
+    left = buffer.size
+    total = sum(demands.values())
+    last = None  # the target of the last delivery whose turn of the order is not made yet
+    for i, n in asks:
+        d = demands[i] + n
+        demands[i] = d
+        total += n
+        if not left:
+            continue
+        if d == total:  # the only target with demand
+            k = d if d < left else left
+            sent.append((i, buffer.peek(taken, k)))
+            taken += k
+            left -= k
+            demands[i] = d - k
+            total -= k
+            last = i
+            continue
+        # Another target has demand too.  That happens only before this run's first delivery: after
+        # any dispatch the buffer is empty or no target has demand, so nothing is taken or pending.
+        order, buffer, out = _engine_demand(order, demands, partitions, buffer)
+        sent += out
+        left = buffer.size
+        total = sum(demands.values())
+    if last is not None:
+        order = _turned(order, last)
+    return order, buffer.drop(taken), sent
+
+
+def _turned(order: tuple, last: Hashable) -> tuple:
+    """``order`` turned round until ``last`` is last."""
+    j = order.index(last) + 1
+    return order[j:] + order[:j] if j < len(order) else order
+
+
+def _windowed(strategy: Strategy, order: tuple, demands: dict, partitions: dict, buffer: Any) -> tuple:
+    """The reference engine: :func:`_run` over the buffer's :func:`window`, the rest kept behind it."""
+    if not buffer.size or not order:
+        return order, buffer, []
+    size = window(strategy, demands.values())
+    if size == 0:
+        return order, buffer, []
+    events = buffer.take(size)
+    order, deliveries, remaining = _run(strategy, order, demands, partitions, events)
+    if size is None:
+        return order, buffer.holding(remaining), deliveries
+    return order, buffer.drop(len(events) - len(remaining)), deliveries
+
+
+def _engine_demand(order: tuple, demands: dict, partitions: dict, buffer: Any) -> tuple:
+    """:func:`demand`'s engine; one target with demand (a consumer renewing its own) is the fast case."""
+    only = None
+    for i in order:
+        if demands[i] > 0:
+            if only is not None:
+                events = buffer.take(sum(demands.values()))
+                order, deliveries, remaining = _run_demand(order, demands, events)
+                return order, buffer.drop(len(events) - len(remaining)), deliveries
+            only = i
+    if only is None:
+        return order, buffer, []
+    take = demands[only]
+    events, buffer = buffer.split(take)
+    if not events:
+        return order, buffer, []
+    demands[only] = take - len(events)
+    return _turned(order, only), buffer, [(only, events)]
 
 
 def _run(

@@ -6,8 +6,9 @@ participant owns each subscription.  Every operation answers
 ``(runtime, [Deliver(to, message), ...])``: the core's effects resolved into
 messages for handles (``SendEvents`` becomes ``Deliver(handle, Events(id,
 events))``, ``NotifyCancelled`` becomes ``Deliver(handle, Cancelled(id))`` and
-drops the route).  Nothing here does I/O; the stage process executes the
-deliveries.
+drops the route).  Nothing here does I/O; the stage process and the worker
+pool execute the deliveries.  :func:`ask_all` is a fold of :func:`ask` in one
+step (a pool renews several workers' demand at once).
 
 Rules (spec §1.2, §3.14): one participant id is reached through one handle, so
 a second subscription of the same participant with a different handle raises
@@ -22,7 +23,7 @@ return a new one).  Core errors propagate as themselves
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Hashable
+from typing import Any, Hashable, Iterable
 
 from ensemble.decide.values import same
 
@@ -41,6 +42,7 @@ __all__ = [
     "new",
     "subscribe",
     "ask",
+    "ask_all",
     "push",
     "cancel",
     "participant_down",
@@ -180,7 +182,7 @@ def subscribe(rt: Runtime, id: Hashable, participant_id: Hashable, partition: in
     known = rt.participants.get(participant_id, _ABSENT)
     if known is not _ABSENT and not same(known, handle):
         raise ParticipantAlreadyRegistered(participant_id)
-    state, effects = core.update(rt.state, core.Subscribe(id, participant_id, partition))
+    state = core._subscribe(rt.state, id, participant_id, partition)
     participants = rt.participants
     if known is _ABSENT:
         participants = dict(participants)
@@ -189,33 +191,49 @@ def subscribe(rt: Runtime, id: Hashable, participant_id: Hashable, partition: in
     routes[id] = participant_id
     owned = dict(rt.owned)
     owned[participant_id] = owned.get(participant_id, 0) + 1
-    rt2 = Runtime(state, participants, routes, owned)
-    return _resolve(rt2, effects)
+    return _runtime(state, participants, routes, owned), []
 
 
 def ask(rt: Runtime, id: Hashable, n: int) -> tuple:  # noqa: A002
     """Add ``n`` demand to ``id`` and route what it dispatches."""
-    return _apply(rt, core.Ask(id, n))
+    state, sent = core._ask(rt.state, id, n)
+    return _routed(rt, state, sent)
+
+
+def ask_all(rt: Runtime, asks: Iterable[tuple[Hashable, int]]) -> tuple:
+    """:func:`ask` for each ``(id, n)`` of ``asks`` in turn, in one step.
+
+    Answers what folding :func:`ask` over ``asks`` answers -- the same runtime
+    and the deliveries of every ask, in order -- building one runtime instead
+    of one per ask (a worker pool renews several workers' demand at once).
+    All or nothing: the first error raises and the runtime is unchanged.
+    """
+    state, sent = core._ask_all(rt.state, asks)
+    return _routed(rt, state, sent)
 
 
 def push(rt: Runtime, events: Any) -> tuple:
     """Push ``events`` and route what they dispatch (the core may raise BufferCapacityExceeded)."""
-    return _apply(rt, core.Push(events))
+    state, sent = core._push(rt.state, events)
+    return _routed(rt, state, sent)
 
 
 def cancel(rt: Runtime, id: Hashable) -> tuple:  # noqa: A002
     """Cancel ``id`` (idempotent for a cancelled one); its handle gets :class:`Cancelled`."""
-    return _apply(rt, core.Cancel(id))
+    state, gone, sent = core._cancel(rt.state, id)
+    return _settled(rt, state, gone, sent)
 
 
 def participant_down(rt: Runtime, participant_id: Hashable) -> tuple:
     """Cancel every subscription of ``participant_id`` and re-dispatch the buffer."""
-    return _apply(rt, core.ParticipantDown(participant_id))
+    state, gone, sent = core._participant_down(rt.state, participant_id)
+    return _settled(rt, state, gone, sent)
 
 
 def shutdown(rt: Runtime) -> tuple:
     """Cancel every active subscription (no dispatch); each handle gets :class:`Cancelled`."""
-    return _apply(rt, core.Shutdown())
+    state, gone = core._shutdown(rt.state)
+    return _settled(rt, state, gone, ())
 
 
 def check_consumption(rt: Runtime, id: Hashable, amount: Any) -> None:  # noqa: A002
@@ -288,44 +306,41 @@ def _runtime(state: Any, participants: dict, routes: dict, owned: dict) -> Runti
     return rt
 
 
-def _deliver_events(handle: Any, id_: Hashable, events: tuple) -> Deliver:
-    """``Deliver(handle, Events(id_, events))``, built fast."""
-    m = _new_object(Events)
-    _set_events_id(m, id_)
-    _set_events_events(m, events)
-    d = _new_object(Deliver)
-    _set_deliver_to(d, handle)
-    _set_deliver_message(d, m)
-    return d
-
-
-def _apply(rt: Runtime, command: Any) -> tuple:
-    state, effects = core.update(rt.state, command)
-    return _resolve(_runtime(state, rt.participants, rt.routes, rt.owned), effects)
-
-
-def _resolve(rt: Runtime, effects: list) -> tuple:
-    """Turn effects into deliveries; copies the registry only when a route goes."""
-    if not effects:
-        return rt, []
-    participants, routes, owned = rt.participants, rt.routes, rt.owned
-    copied = False
+def _routed(rt: Runtime, state: Any, sent: Any) -> tuple:
+    """The runtime over ``state`` and the deliveries of ``sent`` (``(id, events)`` pairs); the registry stays."""
+    participants, routes = rt.participants, rt.routes
     out = []
-    for effect in effects:
-        id_ = effect.id
+    for id_, events in sent:
         pid = routes.get(id_, _ABSENT)
         if pid is _ABSENT:
             raise MissingSubscriptionRoute(id_)
         handle = participants.get(pid, _ABSENT)
         if handle is _ABSENT:
             raise MissingParticipantRoute(pid)
-        if type(effect) is core.SendEvents:
-            out.append(_deliver_events(handle, id_, tuple(effect.events)))
-            continue
+        m = _new_object(Events)  # Deliver(handle, Events(id_, events)), built through the slots
+        _set_events_id(m, id_)
+        _set_events_events(m, events)
+        d = _new_object(Deliver)
+        _set_deliver_to(d, handle)
+        _set_deliver_message(d, m)
+        out.append(d)
+    return _runtime(state, participants, routes, rt.owned), out
+
+
+def _settled(rt: Runtime, state: Any, gone: Any, sent: Any) -> tuple:
+    """As :func:`_routed`, after a :class:`Cancelled` for each id in ``gone``, whose route goes."""
+    if not gone:
+        return _routed(rt, state, sent)
+    participants, routes, owned = dict(rt.participants), dict(rt.routes), dict(rt.owned)
+    out = []
+    for id_ in gone:
+        pid = routes.get(id_, _ABSENT)
+        if pid is _ABSENT:
+            raise MissingSubscriptionRoute(id_)
+        handle = participants.get(pid, _ABSENT)
+        if handle is _ABSENT:
+            raise MissingParticipantRoute(pid)
         out.append(Deliver(handle, Cancelled(id_)))
-        if not copied:
-            participants, routes, owned = dict(participants), dict(routes), dict(owned)
-            copied = True
         del routes[id_]
         left = owned[pid] - 1
         if left:
@@ -333,4 +348,6 @@ def _resolve(rt: Runtime, effects: list) -> tuple:
         else:
             del owned[pid]
             del participants[pid]
-    return _runtime(rt.state, participants, routes, owned), out
+    rt, delivered = _routed(_runtime(state, participants, routes, owned), state, sent)
+    out.extend(delivered)
+    return rt, out

@@ -552,3 +552,108 @@ def test_errors_compare_pickle_and_explain():
         assert "" != str(e)
     assert UnknownSubscription("x") != SubscriptionCancelled("x")
     assert "capacity 2" in str(BufferCapacityExceeded(2, 3))
+
+
+# --------------------------------------------------------------------------- the buffer and the batched ask
+
+chunk_sizes_st = st.lists(st.integers(0, 12), max_size=12)
+
+
+def _pushed(sizes):
+    """A buffer made by pushes of the given sizes (fresh increasing numbers), and its events."""
+    buffer, events = core._EMPTY, []
+    for size in sizes:
+        chunk = tuple(range(len(events), len(events) + size))
+        buffer = buffer.push(chunk)
+        events.extend(chunk)
+    return buffer, events
+
+
+@SETTINGS
+@given(chunk_sizes_st, st.integers(1, 16), st.lists(st.integers(0, 14), max_size=8))
+def test_the_buffer_is_a_fifo_whatever_the_merging(sizes, merge_below, cuts):
+    """Pushes then drops and splits keep FIFO order and the size, whatever chunk size stops merging and compacting."""
+    saved = core._MERGE_BELOW
+    core._MERGE_BELOW = merge_below
+    try:
+        buffer, events = _pushed(sizes)
+        assert (tuple(events), len(events)) == (buffer.to_tuple(), buffer.size)
+        for k in cuts:
+            head, rest = buffer.split(k)
+            assert (buffer.take(k), buffer.drop(k).to_tuple()) == (head, rest.to_tuple())
+            assert tuple(events[k : 2 * k + 1]) == buffer.peek(k, k + 1)
+            assert (tuple(events[:k]), len(events[k:])) == (head, rest.size)
+            buffer, events = rest, events[k:]
+    finally:
+        core._MERGE_BELOW = saved
+
+
+asks_st = st.lists(st.tuples(st.sampled_from(IDS[:3] + ["x"]), st.integers(0, 4)), max_size=6)
+
+
+@st.composite
+def backlog_st(draw):
+    """A state with some subscriptions (no demand yet) over a backlog, maybe a tombstone, and the commands."""
+    kind = draw(st.sampled_from(sorted(STRATEGIES)))
+    commands = [Subscribe(i, PARTICIPANTS[k % 2], k % 2) for k, i in enumerate(IDS[: draw(st.integers(0, 3))])]
+    commands.append(Push(draw(st.integers(0, 12))))
+    commands.extend(draw(st.lists(st.sampled_from([Cancel("s0"), Ask("s1", 1), Push(3)]), max_size=2)))
+    return kind, commands
+
+
+@SETTINGS
+@given(backlog_st(), asks_st)
+def test_ask_all_is_the_fold_of_asks(backlog, asks):
+    """core._ask_all answers the last state and all deliveries of one Ask per pair, or the fold's first error."""
+    kind, commands = backlog
+    state, _ = play(kind, None, commands)
+    before = snapshot(state)
+    expected_state, expected = state, []
+    try:
+        for id_, n in asks:
+            expected_state, out = update(expected_state, Ask(id_, n))
+            expected.extend(out)
+        expected = ("ok", expected, snapshot(expected_state))
+    except StageError as err:
+        expected = ("error", err)
+    try:
+        got_state, sent = core._ask_all(state, asks)
+        actual = ("ok", [SendEvents(i, evs) for i, evs in sent], snapshot(got_state))
+    except StageError as err:
+        actual = ("error", err)
+    assert expected == actual
+    assert before == snapshot(state)
+
+
+@SETTINGS
+@given(scenario_st)
+def test_the_steps_agree_with_update(scenario):
+    """The raw steps the runtime calls answer what update answers, effects in their raw form."""
+    kind, capacity, commands = scenario
+    state = core.new(STRATEGIES[kind][1], capacity)
+    for c in numbered(commands):
+        try:
+            expected_state, expected = update(state, c)
+            expected = ("ok", expected, snapshot(expected_state))
+        except StageError as err:
+            expected, expected_state = ("error", err), state
+        t = type(c)
+        try:
+            if t is Subscribe:
+                got, gone, sent = core._subscribe(state, c.id, c.participant_id, c.partition), [], []
+            elif t is Ask:
+                (got, sent), gone = core._ask(state, c.id, c.n), []
+            elif t is Push:
+                (got, sent), gone = core._push(state, c.events), []
+            elif t is Cancel:
+                got, gone, sent = core._cancel(state, c.id)
+            elif t is ParticipantDown:
+                got, gone, sent = core._participant_down(state, c.participant_id)
+            else:
+                (got, gone), sent = core._shutdown(state), []
+            effects = [NotifyCancelled(i) for i in gone] + [SendEvents(i, evs) for i, evs in sent]
+            actual = ("ok", effects, snapshot(got))
+        except StageError as err:
+            actual = ("error", err)
+        assert expected == actual
+        state = expected_state

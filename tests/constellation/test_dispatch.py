@@ -314,3 +314,79 @@ def test_selector_exceptions_propagate():
         dispatch(custom(boom), [Target("a", 1)], [1])
     with pytest.raises(KeyError):
         dispatch(partition(boom), [Target("a", 1)], [1])
+
+
+# --------------------------------------------------------------------------
+# Engines: a strategy over a core buffer
+# --------------------------------------------------------------------------
+
+
+@st.composite
+def mostly_idle_targets_st(draw):
+    """Targets most of which have no demand (a consumer renewing its own demand while the rest are busy)."""
+    n = draw(st.integers(0, 5))
+    demand_st = st.sampled_from([0, 0, 0, 1, 2, 5])
+    return [Target(f"s{i}", draw(demand_st), draw(st.integers(0, 3))) for i in range(n)]
+
+
+@pytest.mark.parametrize("strat", STRATEGIES, ids=[s[0] for s in STRATEGIES])
+@SETTINGS
+@given(
+    st.one_of(targets_st(), mostly_idle_targets_st()),
+    st.lists(st.lists(st.integers(0, 1000), min_size=1, max_size=8), max_size=5),
+)
+def test_an_engine_answers_what_dispatch_answers(strat, targets, pushes):
+    """The core's engine of a strategy answers dispatch over the whole buffer; the rest stays, in order."""
+    from constellation import core
+    from constellation.dispatch import _engine
+
+    _, _, s = strat
+    buffer = core._EMPTY
+    for chunk in pushes:
+        buffer = buffer.push(tuple(chunk))
+    events = buffer.to_tuple()
+    expected = dispatch(s, targets, events)
+    demands = {t.id: t.demand for t in targets}
+    partitions = {t.id: t.partition for t in targets}
+    order, rest, deliveries = _engine(s)(tuple(t.id for t in targets), demands, partitions, buffer)
+    actual = DispatchResult(
+        tuple(Target(i, demands[i], partitions[i]) for i in order),
+        tuple(Delivery(i, evs) for i, evs in deliveries),
+        rest.to_tuple(),
+    )
+    assert expected == actual
+    assert events == buffer.to_tuple()  # the buffer given is a value: untouched
+
+
+@pytest.mark.parametrize("strat", STRATEGIES, ids=[s[0] for s in STRATEGIES])
+@SETTINGS
+@given(
+    st.one_of(targets_st(), mostly_idle_targets_st()),
+    st.lists(st.lists(st.integers(0, 1000), min_size=1, max_size=8), max_size=5),
+    st.lists(st.tuples(st.integers(0, 4), st.integers(1, 6)), max_size=6),
+)
+def test_an_asks_engine_is_the_fold_of_the_engine(strat, targets, pushes, picks):
+    """A run of asks answers what adding each ask's demand and running the engine, in turn, answers."""
+    from constellation import core
+    from constellation.dispatch import _asks_engine, _engine
+
+    _, _, s = strat
+    buffer = core._EMPTY
+    for chunk in pushes:
+        buffer = buffer.push(tuple(chunk))
+    asks = [(targets[k % len(targets)].id, n) for k, n in picks] if targets else []
+    order = tuple(t.id for t in targets)
+    partitions = {t.id: t.partition for t in targets}
+
+    demands, folded, sent = {t.id: t.demand for t in targets}, (order, buffer), []
+    for i, n in asks:
+        demands[i] += n
+        if folded[1].size:
+            o, b, out = _engine(s)(folded[0], demands, partitions, folded[1])
+            folded = (o, b)
+            sent += out
+    expected = (folded[0], folded[1].to_tuple(), sent, demands)
+
+    demands = {t.id: t.demand for t in targets}
+    o, b, out = _asks_engine(s)(order, demands, partitions, buffer, asks)
+    assert expected == (o, b.to_tuple(), out, demands)

@@ -203,3 +203,37 @@ def test_one_handle_per_participant(subs):
             continue
         first.setdefault(participant, handle)
     assert first == runtime.participants(rt)
+
+
+ASKS = st.lists(st.tuples(st.sampled_from(["s0", "s1", "s2", "s9"]), st.integers(0, 4)), max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 3), st.integers(0, 12), st.lists(OPS, max_size=4), ASKS)
+def test_ask_all_is_the_fold_of_ask(subscribers, backlog, ops, asks):
+    """ask_all answers the runtime and deliveries of one ask per pair in turn, or the fold's first error."""
+    rt = runtime.new()
+    for k in range(subscribers):
+        rt, _ = runtime.subscribe(rt, f"s{k}", f"p{k % 2}", 0, f"h{k % 2}")
+    rt, _ = runtime.push(rt, list(range(backlog)))
+    for op in ops:
+        try:
+            rt, _ = _step(rt, op)
+        except (core.StageError, runtime.RoutingError):
+            pass
+    before = _snapshot(rt)
+    try:
+        folded, expected = rt, []
+        for id_, n in asks:
+            folded, out = runtime.ask(folded, id_, n)
+            expected.extend(out)
+        expected = ("ok", expected, _snapshot(folded))
+    except (core.StageError, runtime.RoutingError) as err:
+        expected = ("error", err)
+    try:
+        after, out = runtime.ask_all(rt, asks)
+        actual = ("ok", out, _snapshot(after))
+    except (core.StageError, runtime.RoutingError) as err:
+        actual = ("error", err)
+    assert expected == actual
+    assert before == _snapshot(rt)

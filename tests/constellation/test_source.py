@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import ensemble as e
 from constellation import _source_core as sc
-from constellation import core
+from constellation import core, runtime
 from constellation import source
 from constellation import worker_pool as wp
 from constellation.source import (
@@ -373,7 +373,7 @@ def test_refused_delivery_leaves_the_grant_unchanged():
     config = wp.each(size=1, prefetch=1, initial_state=lambda s: 0, handle_event=lambda s, ev: s)
     server = _PoolServer(config, None, "src")
     state = _State()
-    state.stage = core.new(None, 1)  # no subscriber: everything supplied would be buffered
+    state.rt = runtime.new(None, 1)  # no subscriber: everything supplied would be buffered
     state.source_id = "src"
     state.reservation, _ = sc.reconcile(sc.new(), 5)
     before = state.reservation
@@ -382,7 +382,7 @@ def test_refused_delivery_leaves_the_grant_unchanged():
         answer[0],
         type(answer[1]),
         state.reservation,
-        core.buffer_size(state.stage),
+        core.buffer_size(state.rt.state),
     )
 
 

@@ -94,6 +94,21 @@ def test_validation_uses_the_core_buffer_capacity_rule(capacity):
         assert core.InvalidBufferCapacity(capacity) == info.value
 
 
+def test_the_pool_routes_through_the_runtime():
+    """The pool's state is a constellation.runtime value: one route per worker, reached through its pid."""
+    from constellation import runtime
+    from ensemble import sys
+
+    pool = wp.start(_config(size=2, prefetch=3))
+    state = sys.get_state(pool.whereis())
+    assert type(state.rt) is runtime.Runtime
+    workers = [state.workers[n] for n in state.order]
+    assert {w.sub: w.sub for w in workers} == runtime.routes(state.rt)
+    assert {w.sub: w.pid for w in workers} == runtime.participants(state.rt)
+    assert 6 == core.available_demand(state.rt.state)
+    wp.stop(pool)
+
+
 def test_supervised_validates_raw():
     """supervised raises the config error itself."""
     with pytest.raises(wp.InvalidTimeout) as info:
@@ -194,6 +209,18 @@ def test_demand_is_renewed_only_after_the_handler_returns():
     e.send(worker, GO)
     wp.stop(pool)
     assert (2, (1, 2), (3, 4)) == (buffered, first, second)
+
+
+def test_a_call_is_answered_while_busy_workers_keep_completing():
+    """Renewing demand in rounds leaves the pool answering a call within a round or two, not after the drain."""
+    from constellation._pool_server import _ROUNDS
+
+    total = 10_000
+    pool = wp.start(_config(size=2, prefetch=1))
+    wp.push(pool, list(range(total)))
+    handled = total - wp.snapshot(pool).buffered_events
+    wp.stop(pool)
+    assert handled < _ROUNDS  # two workers, one event each per round: far fewer than _ROUNDS rounds went by
 
 
 def test_stop_drains_buffered_events_before_answering():
