@@ -155,9 +155,13 @@ def _register_former_names() -> None:
 _register_former_names()
 
 
-def __getattr__(name: str):  # ensemble.timer and ensemble.native are imported on first use
-    if name in ("timer", "native"):
+def __getattr__(name: str):  # ensemble.timer, .native and .dist are imported on first use
+    if name in ("timer", "native", "dist"):
         import importlib
 
         return importlib.import_module("." + name, __name__)
+    if name in ("nodes", "monitor_node"):  # distribution's, at the top as in Erlang
+        from . import dist
+
+        return getattr(dist, name)
     raise AttributeError(f"module 'ensemble' has no attribute {name!r}")

@@ -24,7 +24,8 @@ from . import _process as P
 from ._exceptions import Badarg, CallError, Exit, StartError
 from ._links import demonitor, monitor, unlink
 from ._names import alias, send, unalias
-from ._terms import NODE, TIMEOUT, Alias, new_alias
+from . import _terms
+from ._terms import TIMEOUT, Alias, new_alias
 from .decide.receive import NOMATCH
 from .decide.values import same
 
@@ -58,7 +59,7 @@ def resolve(dest: Any) -> P.Pid | None:
     if t is str:
         return P.NAMES.get(dest)
     if t is tuple and len(dest) == 2 and type(dest[0]) is str:
-        return P.NAMES.get(dest[0]) if dest[1] == NODE else None
+        return P.NAMES.get(dest[0]) if dest[1] == _terms.NODE else None
     raise Badarg(f"not a server: {dest!r} (a pid, a name or (name, node))")
 
 

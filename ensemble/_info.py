@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from . import _process as P
 from ._exceptions import Badarg
-from ._terms import NODE
+from . import _terms
 
 __all__ = [
     "self",
@@ -31,7 +31,7 @@ def self() -> P.Pid:
 
 def node() -> str:
     """The name of this node (``"nonode@nohost"`` until distribution starts one)."""
-    return NODE
+    return _terms.NODE
 
 
 def state(pid: P.Pid | None = None) -> Any:

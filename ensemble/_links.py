@@ -6,7 +6,8 @@ from typing import Any
 
 from . import _process as P
 from ._exceptions import Badarg, Exit
-from ._terms import NODE, Ref, make_ref
+from . import _terms
+from ._terms import Ref, make_ref
 from .decide.signal import EXIT
 
 __all__ = ["exit", "link", "unlink", "trap_exit", "monitor", "demonitor"]
@@ -26,6 +27,11 @@ def exit(pid_or_reason: Any, reason: Any = _MISSING) -> Any:
     if reason is _MISSING:
         raise Exit(pid_or_reason)
     target = pid_or_reason
+    if type(target) is P.RemotePid:
+        sender = P.me()
+        if P.REMOTE is not None:
+            P.REMOTE.exit_signal(target, sender, reason, False)
+        return True
     if type(target) is not P.Pid:
         raise Badarg(f"exit/2 needs a pid, not {target!r}")
     sender = P.me()
@@ -52,6 +58,8 @@ def link(pid: Any) -> bool:
     with reason ``"noproc"`` at once: it dies, or gets ``("EXIT", pid,
     "noproc")`` if it traps exits.
     """
+    if type(pid) is P.RemotePid:
+        return _link_remote(pid)
     if type(pid) is not P.Pid:
         raise Badarg(f"link needs a pid, not {pid!r}")
     me = P.me()
@@ -62,6 +70,25 @@ def link(pid: Any) -> bool:
             P.signal_locked(me, EXIT, "noproc", pid, via_link=True)
         else:
             P.link_locked(me, pid)
+    P.flush_settled()
+    if me.dying is not P.ALIVE:
+        P.raise_doom(me)
+    return True
+
+
+def _link_remote(pid: P.RemotePid) -> bool:
+    """link/1 to a process on another node: the link is made on both nodes; an unreachable
+    node (or none distributed) gives the caller a ``"noconnection"`` signal at once, a process
+    gone there a ``"noproc"`` one from that node."""
+    me = P.me()
+    with P.LOCK:
+        if P.REMOTE is None:
+            P.signal_locked(me, EXIT, "noconnection", pid, via_link=True)
+        elif not (me.links and pid in me.links):
+            if me.links is P.NO_LINKS:
+                me.links = set()
+            me.links.add(pid)
+            P.REMOTE.link(me, pid)
     P.flush_settled()
     if me.dying is not P.ALIVE:
         P.raise_doom(me)
@@ -79,13 +106,17 @@ def unlink(pid: Any) -> bool:
     that ``pid`` sent with ``exit(caller, reason)`` stays.  (Erlang leaves
     the link's message in the queue too; see the README.)
     """
-    if type(pid) is not P.Pid:
+    remote = type(pid) is P.RemotePid
+    if type(pid) is not P.Pid and not remote:
         raise Badarg(f"unlink needs a pid, not {pid!r}")
     me = P.me()
     with P.LOCK:
         if me.links:
             me.links.discard(pid)
-        if pid.links:
+        if remote:
+            if P.REMOTE is not None:
+                P.REMOTE.unlink(me, pid)
+        elif pid.links:
             pid.links.discard(me)
     if me.link_exits:
         P.take_link_exit(me, pid)
@@ -93,15 +124,23 @@ def unlink(pid: Any) -> bool:
 
 
 def _resolve_monitored(target: Any) -> tuple[Any, Any]:
-    """Under LOCK: (process or None, what the DOWN message shows for it)."""
+    """Under LOCK: (process or None, what the DOWN message shows for it).
+
+    The "process" of a target on another node is its :class:`~ensemble._process.RemotePid`
+    or a :class:`~ensemble._process.RemoteName`.
+    """
     if type(target) is P.Pid:
         return target, target
+    if type(target) is P.RemotePid:
+        return target, target
     if type(target) is str:
-        return P.NAMES.get(target), (target, NODE)
+        return P.NAMES.get(target), (target, _terms.NODE)
     if type(target) is tuple and len(target) == 2 and type(target[0]) is str:
         name, node = target
-        if node == NODE:
+        if node == _terms.NODE:
             return P.NAMES.get(name), (name, node)
+        if P.REMOTE is not None:
+            return P.RemoteName(name, node), (name, node)
         return None, (name, node)
     raise Badarg(f"monitor needs a pid, a name or (name, node), not {target!r}")
 
@@ -118,8 +157,17 @@ def monitor(target: Any) -> Ref:
     ref = make_ref()
     with P.LOCK:
         proc, shown = _resolve_monitored(target)
-        if proc is None or proc.reason is not P.ALIVE:
-            reason = "noproc" if (type(shown) is not tuple or shown[1] == NODE) else "noconnection"
+        t = type(proc)
+        if t is P.RemotePid or t is P.RemoteName:
+            if P.REMOTE is None:
+                P.deliver_locked(me, ("DOWN", ref, "process", shown, "noconnection"))
+            else:  # held here; the other node watches, or answers noproc / noconnection
+                if me.monitors is None:
+                    me.monitors = {}
+                me.monitors[ref._n] = (proc, shown, ref)
+                P.REMOTE.monitor(me, proc, ref)
+        elif proc is None or proc.reason is not P.ALIVE:
+            reason = "noproc" if (type(shown) is not tuple or shown[1] == _terms.NODE) else "noconnection"
             P.deliver_locked(me, ("DOWN", ref, "process", shown, reason))
         else:
             P.add_monitor_locked(me, proc, shown, ref)

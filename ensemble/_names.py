@@ -6,7 +6,8 @@ from typing import Any
 
 from . import _process as P
 from ._exceptions import Badarg
-from ._terms import NODE, Alias, new_alias
+from . import _terms
+from ._terms import Alias, new_alias
 
 # The hot path's names, bound once (each is a constant of _process; DOOMED is mutated in place).
 _Pid, _ALIVE, _RUNNING, _DOOMED, _wake = P.Pid, P.ALIVE, P.RUNNING, P.DOOMED, P.wake
@@ -41,11 +42,15 @@ def send(dest: Any, msg: Any) -> Any:
         P.deliver_alias(dest, msg)
     elif t is tuple and len(dest) == 2 and type(dest[0]) is str:
         name, node = dest
-        if node == NODE:
+        if node == _terms.NODE:
             p = P.NAMES.get(name)
             if p is not None:
                 P.deliver(p, msg)
-        # another node: no distribution yet, and a remote send never fails
+        elif P.REMOTE is not None:  # another node: a remote send never fails
+            P.REMOTE.send_named(name, node, msg)
+    elif t is P.RemotePid:
+        if P.REMOTE is not None:
+            P.REMOTE.send(dest, msg)
     else:
         raise Badarg(f"cannot send to {dest!r}: not a pid, name, (name, node) or alias")
     return msg

@@ -43,7 +43,8 @@ from greenlet import getcurrent, greenlet
 
 from ._carrier import Carrier, carrier_of_this_thread
 from ._exceptions import Badarg, Exit, ExitSignal, Hibernate
-from ._terms import NODE, TIMEOUT, Alias
+from . import _terms
+from ._terms import TIMEOUT, Alias
 from ._threads import allocate_lock, get_ident
 from .decide import deadlines as _deadlines
 from .decide import life as _life
@@ -169,7 +170,70 @@ class Pid:
     @property
     def node(self) -> str:
         """The node this process lives on."""
-        return NODE
+        return _terms.NODE
+
+
+class RemotePid(Pid):
+    """The handle of a process on another node (or of an earlier run of this one).
+
+    ``node`` is its node's name, ``id`` its number there and ``creation`` the run of that
+    node it belongs to.  Handles are made by the distribution layer (one per process, so
+    equal handles are the same object) and compare equal by those three.  None of the local
+    fields is used.
+    """
+
+    __slots__ = ("_node", "creation")
+
+    def __repr__(self) -> str:
+        return f"<{self._node}.{self.id}.{self.creation}>"
+
+    def __eq__(self, other: Any) -> bool:
+        return (
+            type(other) is RemotePid
+            and self.id == other.id
+            and self._node == other._node
+            and self.creation == other.creation
+        )
+
+    def __hash__(self) -> int:
+        return hash((self._node, self.id, self.creation))
+
+    @property
+    def node(self) -> str:
+        """The node this process lives on."""
+        return self._node
+
+
+class RemoteName:
+    """A registered name on another node, as the target of a monitor by ``(name, node)``."""
+
+    __slots__ = ("name", "node")
+
+    def __init__(self, name: str, node: str) -> None:
+        self.name = name
+        self.node = node
+
+    def __repr__(self) -> str:
+        return f"RemoteName({self.name!r}, {self.node!r})"
+
+
+def new_remote_pid(node: str, id: int, creation: int) -> RemotePid:
+    """A handle of process ``id`` of run ``creation`` of ``node`` (the distribution layer interns them)."""
+    p = RemotePid.__new__(RemotePid)
+    p.id = id
+    p._node = node
+    p.creation = creation
+    p.reason = ALIVE  # as far as this node knows; a send goes through REMOTE, never a mailbox
+    return p
+
+
+#: The distribution layer while this node is distributed (:mod:`ensemble.dist.node` puts itself
+#: here at ``start`` and takes itself away at ``stop``), else None.  It answers
+#: ``send(pid, msg)`` for a :class:`RemotePid`, ``send_named(name, node, msg)``, and, called
+#: under LOCK without ever blocking, ``link``, ``unlink``, ``exit_signal``, ``monitor``,
+#: ``demonitor`` and ``down``; with None, a message to another node is dropped, as Erlang drops
+#: a send it cannot deliver.
+REMOTE: Any = None
 
 
 def new_pid(
@@ -962,20 +1026,31 @@ def _settle_one_locked(p: Pid, reason: Any, value: Any) -> None:
     # 3. the monitors it held are dropped
     if held:
         for n, (target, _shown, _ref) in held.items():
-            if target.watchers is not None:
-                target.watchers.pop(n, None)
+            if type(target) is Pid:
+                if target.watchers is not None:
+                    target.watchers.pop(n, None)
+            elif REMOTE is not None:  # on another node: it forgets this watcher
+                REMOTE.demonitor(target, n)
     # 4. it leaves the process table
     TABLE.pop(p.id, None)
     # 5. every linked process gets a link signal with the reason, normal included;
     #    the link is gone from its side too, whether the signal was acted on or not
     if links:
         for q in links:
+            if type(q) is RemotePid:  # the signal crosses to its node
+                if REMOTE is not None:
+                    REMOTE.exit_signal(q, p, reason, True)
+                continue
             signal_locked(q, _signal.LINK, reason, p)
             if q.links:
                 q.links.discard(p)
     # 6. every monitor is notified
     if watchers:
         for n, (w, shown, ref) in watchers.items():
+            if type(w) is RemotePid:  # a watcher on another node: keyed (its node, its ref's int)
+                if REMOTE is not None:
+                    REMOTE.down(w, n[1], reason)
+                continue
             if w.monitors is not None:
                 w.monitors.pop(n, None)
             deliver_locked(w, ("DOWN", ref, "process", shown, reason))
@@ -1067,5 +1142,8 @@ def drop_monitor_locked(watcher: Pid, ref: Any) -> None:
     if held is not None and held[2] == ref:
         del monitors[ref._n]
         target = held[0]
-        if target.watchers is not None:
+        if type(target) is not Pid:  # on another node: it forgets the watcher
+            if REMOTE is not None:
+                REMOTE.demonitor(target, ref._n)
+        elif target.watchers is not None:
             target.watchers.pop(ref._n, None)

@@ -12,8 +12,12 @@ from typing import Any
 
 __all__ = ["NODE", "Ref", "Alias", "make_ref", "TIMEOUT"]
 
-#: The node every local process lives on until distribution starts a node.
+#: The name of this node: ``"nonode@nohost"`` until distribution starts a node
+#: (:func:`ensemble.dist.start` sets it, :func:`ensemble.dist.stop` sets it back).  Read it as
+#: ``_terms.NODE`` at the time of use, never copy it with ``from ._terms import NODE``.
 NODE = "nonode@nohost"
+#: The name of a node that is not distributed.
+NO_NODE = "nonode@nohost"
 
 _counter = itertools.count(1)  # next() on a count is atomic under the GIL
 
@@ -37,9 +41,9 @@ class Ref:
 
     __slots__ = ("_n", "_node")
 
-    def __init__(self, n: int, node: str = NODE) -> None:
+    def __init__(self, n: int, node: str | None = None) -> None:
         self._n = n
-        self._node = node
+        self._node = NODE if node is None else node  # this node's name now, by default
 
     def __eq__(self, other: Any) -> bool:
         return (

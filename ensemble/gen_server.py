@@ -46,7 +46,8 @@ from ._links import demonitor, monitor
 from ._names import alias, send, unalias
 from ._passivate import passivate
 from ._spawn import hibernate
-from ._terms import NODE, TIMEOUT
+from . import _terms
+from ._terms import TIMEOUT
 from .decide.receive import NOMATCH
 from .decide.signal import is_shutdown
 
@@ -586,8 +587,8 @@ def multi_call(name: str, request: Any, nodes: list | None = None, timeout: floa
         raise Badarg(f"multi_call needs a registered name, not {name!r}")
     replies, bad = [], []
     reqs = []
-    for node in nodes if nodes is not None else [NODE]:
-        if node == NODE and P.NAMES.get(name) is not None:
+    for node in nodes if nodes is not None else [_terms.NODE]:
+        if node == _terms.NODE and P.NAMES.get(name) is not None:
             reqs.append((node, send_request(name, request)))
         else:
             bad.append(node)
@@ -602,7 +603,7 @@ def multi_call(name: str, request: Any, nodes: list | None = None, timeout: floa
 
 def abcast(name: str, request: Any, nodes: list | None = None) -> str:
     """Cast ``request`` to the server registered as ``name`` on each node; answers ``"abcast"``."""
-    for node in nodes if nodes is not None else [NODE]:
+    for node in nodes if nodes is not None else [_terms.NODE]:
         cast((name, node), request)
     return "abcast"
 

@@ -1,0 +1,297 @@
+"""Distribution: messages between two nodes (two OS processes on this machine), beside raw sockets.
+
+Run from the repository root::
+
+    python bench/distribution.py            # full run
+    python bench/distribution.py --quick    # every N divided by 50 (CI smoke run)
+
+This process is node ``a@127.0.0.1``; a child process is node ``b@127.0.0.1`` (both register
+with an epmd this benchmark starts on a free port).  The peer is the same work over raw gevent
+sockets between this process and a child: the same framing (a 4-byte big-endian length, then
+the payload), the payload msgpack-encoded, writes batched the same way.  Both sides alternate,
+best of 3 (see bench/_harness.py).
+
+Measurements, with issue 14's targets:
+
+1. remote ping-pong: a process sends ``("ping", self())`` to ``("echo", b)``, which answers
+   ``"pong"`` to the pid; N round trips.  Raw: a greenlet writes a framed msgpack request and
+   reads the framed answer of a child's echo loop.  Target: a round trip costs at most 1.5x the
+   raw one (rate >= 1/1.5).
+2. one-way throughput: a process sends N integers to ``("sink", b)`` and then one ``"done"``,
+   which the sink answers with the count.  Raw: N framed msgpack integers written in batches
+   of 1,000 frames, then a "done" frame answered with the count.  Target: at least 0.7x the raw
+   rate.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Callable
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import Result, Target, best_of, ensure_importable, run, scaled  # noqa: E402
+
+ensure_importable("ensemble")
+
+import gevent  # noqa: E402
+import gevent.socket  # noqa: E402
+import msgpack  # noqa: E402
+from gevent.os import tp_read  # noqa: E402
+
+import ensemble as e  # noqa: E402
+from ensemble import dist  # noqa: E402
+from ensemble.decide.framing import frame, split  # noqa: E402
+from ensemble.dist import epmd  # noqa: E402
+
+BENCH = "distribution"
+N_PINGPONG = 20_000
+N_ONE_WAY = 200_000
+REPS = 3
+COOKIE = "bench-cookie"
+A, B = "a@127.0.0.1", "b@127.0.0.1"
+BATCH = 1_000
+
+
+# --------------------------------------------------------------------------
+# The child process: node b, or a raw socket server
+# --------------------------------------------------------------------------
+
+
+def _child_node(epmd_port: int) -> None:
+    dist.start(B, cookie=COOKIE, epmd_port=epmd_port)
+
+    def echo() -> None:
+        while True:
+            m = e.receive()
+            e.send(m[1], "pong")
+
+    def sink() -> None:
+        count = 0
+        while True:
+            m = e.receive()
+            if type(m) is tuple:
+                e.send(m[1], count)
+                count = 0
+            else:
+                count += 1
+
+    e.register("echo", e.spawn(echo))
+    e.register("sink", e.spawn(sink))
+    print("ready", flush=True)
+    while tp_read(0, 1):
+        pass
+
+
+def _child_raw() -> None:
+    listener = gevent.socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    print("ready", listener.getsockname()[1], flush=True)
+
+    def serve(sock: Any) -> None:
+        sock.setsockopt(gevent.socket.IPPROTO_TCP, gevent.socket.TCP_NODELAY, 1)
+        buf = bytearray()
+        count = 0
+        while True:
+            data = sock.recv(262144)
+            if not data:
+                return
+            buf += data
+            frames, used = split(buf, 1 << 20)
+            del buf[:used]
+            out = []
+            for payload in frames:
+                m = msgpack.unpackb(payload)
+                if m == "ping":
+                    out.append(frame(msgpack.packb("pong")))
+                elif m == "done":
+                    out.append(frame(msgpack.packb(count)))
+                    count = 0
+                else:
+                    count += 1
+            if out:
+                sock.sendall(b"".join(out))
+
+    def accept_loop() -> None:
+        while True:
+            gevent.spawn(serve, listener.accept()[0])
+
+    gevent.spawn(accept_loop)
+    while tp_read(0, 1):
+        pass
+
+
+def _start_child(*args: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = tp_read(proc.stdout.fileno(), 1)
+        if not chunk:
+            raise RuntimeError(f"the child {args} ended before it was ready")
+        line += chunk
+    return proc, line.decode().strip()
+
+
+# --------------------------------------------------------------------------
+# The two sides
+# --------------------------------------------------------------------------
+
+
+def ens_ping_pong(n: int) -> float:
+    def body() -> float:
+        me = e.self()
+        send, receive = e.send, e.receive
+        dest = ("echo", B)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            send(dest, ("ping", me))
+            receive()
+        return time.perf_counter() - t0
+
+    return e.join(e.spawn(body))
+
+
+def ens_one_way(n: int) -> float:
+    def body() -> float:
+        me = e.self()
+        send = e.send
+        dest = ("sink", B)
+        t0 = time.perf_counter()
+        for i in range(n):
+            send(dest, i)
+        send(dest, ("done", me))
+        got = e.receive(timeout=120)
+        assert got == n, got
+        return time.perf_counter() - t0
+
+    return e.join(e.spawn(body))
+
+
+class _Raw:
+    """A client connection to the raw child server."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = gevent.socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(gevent.socket.IPPROTO_TCP, gevent.socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+
+    def read(self) -> Any:
+        while True:
+            frames, used = split(self.buf, 1 << 20)
+            if frames:
+                del self.buf[: 4 + len(frames[0])]
+                return msgpack.unpackb(frames[0])
+            self.buf += self.sock.recv(262144)
+
+    def ping_pong(self, n: int) -> float:
+        ping = msgpack.packb
+        t0 = time.perf_counter()
+        for _ in range(n):
+            self.sock.sendall(frame(ping("ping")))
+            self.read()
+        return time.perf_counter() - t0
+
+    def one_way(self, n: int) -> float:
+        pack = msgpack.packb
+        t0 = time.perf_counter()
+        batch = []
+        for i in range(n):
+            batch.append(frame(pack(i)))
+            if len(batch) == BATCH:
+                self.sock.sendall(b"".join(batch))
+                batch = []
+        batch.append(frame(pack("done")))
+        self.sock.sendall(b"".join(batch))
+        got = self.read()
+        assert got == n, got
+        return time.perf_counter() - t0
+
+
+_SETUP: dict[str, Any] = {}
+
+
+def _setup() -> tuple[_Raw, Callable[[], None]]:
+    if "raw" in _SETUP:
+        return _SETUP["raw"], _SETUP["stop"]
+    server = epmd.EpmdServer(host="127.0.0.1", port=0)
+    server.start()
+    dist.start(A, cookie=COOKIE, epmd_port=server.port)
+    node_b, _ = _start_child("--child-node", str(server.port))
+    raw_proc, line = _start_child("--child-raw")
+    raw = _Raw(int(line.split()[1]))
+    assert dist.connect(B)
+
+    def stop() -> None:
+        for proc in (node_b, raw_proc):
+            proc.stdin.close()
+            proc.wait(timeout=30)
+        dist.stop()
+        server.stop()
+
+    _SETUP.update(raw=raw, stop=stop)
+    return raw, stop
+
+
+def bench_ping_pong(quick: bool, reps: int) -> list[Result]:
+    n = scaled(N_PINGPONG, quick)
+    raw, _ = _setup()
+    ens_ping_pong(max(1, n // 10))
+    raw.ping_pong(max(1, n // 10))
+    best, samples = best_of(reps, [("ensemble", lambda: ens_ping_pong(n)), ("raw", lambda: raw.ping_pong(n))])
+    return [Result("remote_ping_pong", "1", "remote ping-pong between two nodes", n, "round trips/s",
+                   n / best["ensemble"], "raw sockets", n / best["raw"],
+                   Target("ratio>=", 1 / 1.5, "a remote round trip costs at most 1.5x a raw one"),
+                   note="raw: framed msgpack over a gevent socket to a child's echo loop",
+                   samples=samples)]
+
+
+def bench_one_way(quick: bool, reps: int) -> list[Result]:
+    n = scaled(N_ONE_WAY, quick)
+    raw, _ = _setup()
+    ens_one_way(max(1, n // 10))
+    raw.one_way(max(1, n // 10))
+    best, samples = best_of(reps, [("ensemble", lambda: ens_one_way(n)), ("raw", lambda: raw.one_way(n))])
+    return [Result("remote_one_way", "2", "one-way messages to another node", n, "msgs/s",
+                   n / best["ensemble"], "raw sockets", n / best["raw"],
+                   Target("ratio>=", 0.7, "at least 0.7x raw sockets batching writes the same way"),
+                   note=f"raw: framed msgpack ints written {BATCH:,} frames per sendall",
+                   samples=samples)]
+
+
+MEASUREMENTS = {"1": bench_ping_pong, "2": bench_one_way}
+
+
+def _child_mode(args: Any) -> int | None:
+    if args.child_node:
+        _child_node(int(args.child_node))
+        return 0
+    if args.child_raw:
+        _child_raw()
+        return 0
+    return None
+
+
+def _add_child_args(ap: Any) -> None:
+    import argparse
+
+    ap.add_argument("--child-node", help=argparse.SUPPRESS)
+    ap.add_argument("--child-raw", action="store_true", help=argparse.SUPPRESS)
+
+
+def _teardown(args: Any) -> None:
+    if "stop" in _SETUP:
+        _SETUP.pop("stop")()
+    _SETUP.clear()
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(BENCH, __doc__, MEASUREMENTS, argv, dists=("gevent", "greenlet", "msgpack"), reps=REPS,
+               add_arguments=_add_child_args, before=_child_mode, after=_teardown)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""ensemble.dist: this OS process as a node, talking to nodes in other OS processes and machines.
+
+::
+
+    import ensemble as e
+    from ensemble import dist
+
+    dist.start("shop")                      # "shop@<this host>", registered with the host's epmd
+    e.register("orders", e.self())
+    dist.connect("billing@host")            # True once connected (a send connects too)
+    e.send(("ledger", "billing@host"), ("charge", 12, e.self()))
+
+Issue 14 is being built in parts; what works so far: ``start``/``stop``, the port mapper
+(:mod:`ensemble.dist.epmd`: Erlang's ``epmd``, or one ensemble starts when none answers), the
+cookie handshake (:mod:`ensemble.decide.handshake`), ``connect``/``disconnect``,
+``ensemble.nodes()``, ``ensemble.monitor_node`` and :func:`monitor_nodes`, and sending to a
+remote pid or to ``(name, node)``, in order, with pids in messages crossing as pids (the wire:
+:mod:`ensemble.dist.codec`, never pickle).  Links, monitors and exit signals across nodes,
+``spawn_on``, TLS, rpc, global and pg come next; until then a link or monitor to a remote pid
+raises :class:`~ensemble.Badarg`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gevent
+
+from .. import _process as P
+from .. import _terms
+from ..decide import handshake as _handshake
+from ..decide.receive import NOMATCH as _NOMATCH
+from ..threads import get_ident
+from .node import NODE_STATE, Node, default_cookie, full_name
+
+__all__ = ["start", "stop", "connect", "disconnect", "nodes", "creation", "monitor_node", "monitor_nodes",
+           "DistError"]
+
+
+class DistError(Exception):
+    """A distribution call that cannot be carried out (not started, started twice, a bad name)."""
+
+
+def start(name: str, *, cookie: str | None = None, listen: str = "127.0.0.1:0", allow: Any = (),
+          max_frame: int = 64 * 2**20, handshake_timeout: float = 5.0, epmd_port: int | None = None) -> str:
+    """Make this OS process the node ``name`` (``name@<this host>`` when it has no ``@``);
+    answer the full node name.
+
+    Listens on ``listen`` ("host:port", port 0: any), registers with the host's epmd
+    (``epmd_port``, default ``ERL_EPMD_PORT`` or 4369; one is started in this process when none
+    answers) and draws this run's creation from it.  ``cookie`` defaults to
+    :func:`~ensemble.dist.node.default_cookie`.  Raises :class:`DistError` when a node is
+    already started here or the name is not ``alive@host``.
+    """
+    if NODE_STATE.node is not None:
+        raise DistError(f"this OS process is already the node {NODE_STATE.node.name!r}")
+    full = full_name(name)
+    if not _handshake.valid_name(full):
+        raise DistError(f"not a node name: {name!r} (alive@host, at most {_handshake.MAX_NAME} characters)")
+    if type(max_frame) is not int or not 4096 <= max_frame <= 2**32 - 1:
+        raise DistError(f"max_frame must be an int from 4096 to 2**32 - 1, not {max_frame!r}")
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise DistError(f"listen must be 'host:port', not {listen!r}")
+    node = Node(full, cookie if cookie is not None else default_cookie(), max_frame,
+                float(handshake_timeout), epmd_port)
+    node.start(host, int(port))
+    NODE_STATE.node = node
+    _terms.NODE = full
+    P.REMOTE = node
+    return full
+
+
+def stop() -> None:
+    """Stop being a node: close every connection (peers see nodedown) and unregister.  Local
+    processes run on; this node is ``nonode@nohost`` again."""
+    node = _running()
+    NODE_STATE.node = None
+    P.REMOTE = None
+    _terms.NODE = _terms.NO_NODE
+    _on_carrier_wait(node, node.stop)
+
+
+def connect(node: str) -> bool:
+    """Connect to ``node`` (no-op when connected); True once connected, False when it cannot be
+    reached, refuses the cookie, or this process is not a node."""
+    n = NODE_STATE.node
+    if n is None or type(node) is not str:
+        return False
+    return bool(_on_carrier_wait(n, n.dial, node))
+
+
+def disconnect(node: str) -> bool:
+    """Close the connection to ``node``; both ends see nodedown.  False when not connected."""
+    n = NODE_STATE.node
+    if n is None:
+        return False
+
+    def close() -> bool:
+        conn = n.conns.get(node)
+        if conn is None:
+            return False
+        n.connection_lost(conn, "disconnected")
+        return True
+
+    return bool(_on_carrier_wait(n, close))
+
+
+def creation() -> int:
+    """This run's creation number (drawn from epmd at :func:`start`); 0 when not a node."""
+    n = NODE_STATE.node
+    return n.creation if n is not None else 0
+
+
+def nodes() -> list[str]:
+    """The nodes this one is connected to (Erlang's ``nodes()``), sorted."""
+    n = NODE_STATE.node
+    return sorted(n.conns) if n is not None else []
+
+
+def monitor_node(node: str, flag: bool = True) -> bool:
+    """Watch ``node``: the caller gets ``("nodedown", node)`` when the connection to it goes, or at
+    once when it cannot be connected.  ``flag=False`` removes one such watch.  Answers True."""
+    me = P.me()
+    n = NODE_STATE.node
+    if n is None:
+        if flag:
+            P.deliver(me, ("nodedown", node))
+        return True
+
+    def here() -> None:
+        if not flag:
+            watching = n.node_monitors.get(node, [])
+            if me in watching:
+                watching.remove(me)
+            return
+        if n.dial(node):
+            n.node_monitors.setdefault(node, []).append(me)
+        else:
+            P.deliver(me, ("nodedown", node))
+
+    n.carrier.call_soon(gevent.spawn, here)
+    return True
+
+
+def monitor_nodes(flag: bool = True) -> bool:
+    """The caller gets ``("nodeup", node)`` and ``("nodedown", node)`` for every connection of this
+    node from now on (``flag=False``: no longer).  Answers True."""
+    n = _running()
+    me = P.me()
+
+    def here() -> None:
+        if flag:
+            n.watchers.append(me)
+        elif me in n.watchers:
+            n.watchers.remove(me)
+
+    _on_carrier_wait(n, here)
+    return True
+
+
+def _running() -> Node:
+    n = NODE_STATE.node
+    if n is None:
+        raise DistError("this OS process is not a node: call ensemble.dist.start first")
+    return n
+
+
+def _on_carrier_wait(n: Node, fn: Any, *args: Any) -> Any:
+    """Run ``fn(*args)`` in a new greenlet on the node's carrier and wait for its answer."""
+    if get_ident() == n.carrier.ident:
+        return gevent.spawn(fn, *args).get()
+    me = P.me()
+    ref = _terms.make_ref()
+
+    def run() -> None:
+        try:
+            P.deliver(me, (ref, True, fn(*args)))
+        except Exception as e:  # noqa: BLE001 - handed back to the caller
+            P.deliver(me, (ref, False, e))
+
+    n.carrier.call_soon(gevent.spawn, run)
+    got = P.receive(lambda m: m if type(m) is tuple and len(m) == 3 and m[0] is ref else _NOMATCH)
+    if not got[1]:
+        raise got[2]
+    return got[2]
+

@@ -1,0 +1,655 @@
+"""The node: this OS process as a named member of a cluster, and its connections to the others.
+
+One :class:`Node` at most per OS process, made by :func:`ensemble.dist.start`.  Its sockets
+live on the carrier (hub) of the thread that started it: the listener's accept loop, and per
+connection a reader and a writer greenlet.  Everything else reaches them through that
+carrier's ``call_soon`` (safe from any thread) and answers back with ensemble messages, so a
+process on any carrier can send to another node, connect or watch nodes.
+
+Each connection goes through the handshake of :mod:`ensemble.decide.handshake` (frames of at
+most 4 KiB until it ends), then carries envelopes: tuples ``(op, ...)`` in frames of at most
+``max_frame`` bytes, encoded with :mod:`ensemble.dist.codec`.  Operations so far:
+
+=================================  ===============================================
+``("send", id, creation, msg)``    deliver ``msg`` to local process ``id`` of that run
+``("send_named", name, msg)``      deliver ``msg`` to the process registered as ``name``
+=================================  ===============================================
+
+A frame over the limit, one that does not decode, or one that is not an envelope drops the
+connection (reported); an envelope naming a process that is gone is dropped quietly, as Erlang
+drops a message to a dead pid.  When a connection goes, every ``monitor_node`` of that peer
+gets ``("nodedown", peer)``, and so does every process that called ``monitor_nodes``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import weakref
+import socket as _stdsocket
+from typing import Any, Callable
+
+import gevent
+import gevent.event
+import gevent.socket
+
+from .. import _process as P
+from .. import _terms
+from .. import logger as _logger
+from ..decide import framing, handshake
+from ..decide import signal as _signal
+from ..threads import get_ident
+from . import codec, epmd
+
+__all__ = ["Node", "NODE_STATE"]
+
+
+class _Box:
+    """The one node of this OS process, or None."""
+
+    node: "Node | None" = None
+
+
+#: Where the running node is kept (``NODE_STATE.node``).
+NODE_STATE = _Box()
+
+
+def short_host() -> str:
+    """This host's short name (``socket.gethostname()`` up to its first dot)."""
+    return _stdsocket.gethostname().split(".")[0] or "localhost"
+
+
+def full_name(name: str) -> str:
+    """``name`` as a node name: ``name@host`` (this host's short name when there is no ``@``)."""
+    return name if "@" in name else f"{name}@{short_host()}"
+
+
+def _parse_listen(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"listen must be 'host:port', not {listen!r}")
+    return host, int(port)
+
+
+class Conn:
+    """One established (or handshaking) connection to a peer node, on the node's carrier."""
+
+    def __init__(self, node: "Node", sock: Any, dialled_by: str) -> None:
+        self.node = node
+        self.sock = sock
+        self.dialled_by = dialled_by
+        self.peer: str | None = None
+        self.creation: int | None = None
+        self.outbox: list[bytes] = []
+        self.wake = gevent.event.Event()
+        self.closed = False
+        self.writer: Any = None
+        self.reader: Any = None
+        self.buffer = bytearray()
+
+    # -- raw frames (handshake) -----------------------------------------------------------
+
+    def send_now(self, value: Any) -> None:
+        """Encode ``value`` and write it as one handshake frame, blocking this greenlet."""
+        self.sock.sendall(framing.frame(self.node.encode(value), framing.HANDSHAKE_LIMIT))
+
+    def read_frame(self, limit: int) -> bytes | None:
+        """The next whole frame's payload, or None at the end of the stream."""
+        while True:
+            frames, used = framing.split(self.buffer, limit)
+            if frames:
+                first = frames[0]
+                del self.buffer[: framing.HEADER + len(first)]
+                return first
+            data = self.sock.recv(65536)
+            if not data:
+                return None
+            self.buffer += data
+
+    # -- after the handshake ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the writer and the reader greenlets of an established connection."""
+        self.writer = gevent.spawn(self._write_loop)
+        self.reader = gevent.spawn(self._read_loop)
+
+    def enqueue(self, payload: bytes) -> None:
+        """On the node's carrier: queue one frame's payload for the writer."""
+        if self.closed:
+            return
+        self.outbox.append(framing.frame(payload))
+        self.wake.set()
+
+    def _write_loop(self) -> None:
+        try:
+            while not self.closed:
+                self.wake.wait()
+                self.wake.clear()
+                batch, self.outbox = self.outbox, []
+                if batch:
+                    self.sock.sendall(b"".join(batch))  # frames queued meanwhile go in one write
+        except OSError as e:
+            self.node.connection_lost(self, ("write_failed", str(e)))
+
+    def _read_loop(self) -> None:
+        reason: Any = "closed"
+        try:
+            while not self.closed:
+                frames, used = framing.split(self.buffer, self.node.max_frame)
+                if used:
+                    del self.buffer[:used]
+                for payload in frames:
+                    self.node.on_frame(self, payload)
+                if frames:
+                    continue
+                data = self.sock.recv(262144)
+                if not data:
+                    break
+                self.buffer += data
+        except framing.FrameTooLarge as e:
+            reason = ("frame_too_large", e.size)
+        except codec.CodecError as e:
+            reason = ("undecodable", str(e))
+        except _BadEnvelope as e:
+            reason = ("bad_envelope", e.args[0])
+        except OSError as e:
+            reason = ("read_failed", str(e))
+        self.node.connection_lost(self, reason)
+
+    def close(self) -> None:
+        """Close the socket and stop both greenlets (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.wake.set()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        current = gevent.getcurrent()
+        for g in (self.reader, self.writer):
+            if g is not None and g is not current:
+                g.kill(block=False)
+
+
+def _ref_in(node: str, n: int, creation: int) -> _terms.Ref:
+    """A reference that crossed the wire: equal to the one made on ``node`` (refs compare by
+    number and node), this node's own included."""
+    return _terms.Ref(n, node)
+
+
+def _ints(values: Any) -> bool:
+    return all(type(v) is int for v in values)
+
+
+class _BadEnvelope(Exception):
+    """A frame decoded to something that is not one of the envelopes a node understands."""
+
+
+class Node:
+    """This OS process as node ``name`` of run ``creation``; see the module docstring."""
+
+    def __init__(self, name: str, cookie: str, max_frame: int, handshake_timeout: float,
+                 epmd_port: int | None) -> None:
+        self.name = name
+        self.cookie = cookie
+        self.max_frame = max_frame
+        self.handshake_timeout = handshake_timeout
+        self.epmd_port = epmd_port
+        self.creation = 0
+        self.carrier = P.carrier_of_this_thread()
+        self.conns: dict[str, Conn] = {}
+        self.dialling: dict[str, gevent.event.AsyncResult] = {}
+        self.node_monitors: dict[str, list[P.Pid]] = {}
+        self.watchers: list[P.Pid] = []
+        #: frames for a peer being dialled, each with what to do if the dial fails (or None)
+        self.pending: dict[str, list[tuple[bytes, Callable[[], None] | None]]] = {}
+        #: (peer, its ref's int) -> the local process a remote monitor watches
+        self.remote_watches: dict[tuple[str, int], P.Pid] = {}
+        self.remote_pids: dict[tuple[str, int, int], P.RemotePid] = {}
+        #: local pids that crossed the wire, so one that comes back is the same object, dead or alive
+        self.sent_pids: weakref.WeakValueDictionary[int, P.Pid] = weakref.WeakValueDictionary()
+        self.listener: Any = None
+        self.acceptor: Any = None
+        self.registration: Any = None
+        self.port = 0
+
+    # -- the codec's view of pids -----------------------------------------------------------
+
+    def encode(self, value: Any) -> bytes:
+        return codec.encode(value, pid_out=self.pid_out)
+
+    def decode(self, data: bytes) -> Any:
+        return codec.decode(data, pid_in=self.pid_in, ref_in=_ref_in)
+
+    def pid_out(self, pid: Any) -> tuple[str, int, int] | None:
+        """A pid as the wire carries it, or None for a value that is not a pid."""
+        t = type(pid)
+        if t is P.Pid:
+            self.sent_pids[pid.id] = pid
+            return (self.name, pid.id, self.creation)
+        if t is P.RemotePid:
+            return (pid._node, pid.id, pid.creation)
+        return None
+
+    def pid_in(self, node: str, id: int, creation: int) -> Any:
+        """The in-memory pid for one that arrived: a local process of this run, else a handle."""
+        if node == self.name and creation == self.creation:
+            p = P.TABLE.get(id) or self.sent_pids.get(id)
+            if p is not None:
+                return p
+        key = (node, id, creation)
+        p = self.remote_pids.get(key)
+        if p is None:
+            p = self.remote_pids.setdefault(key, P.new_remote_pid(node, id, creation))
+        return p
+
+    # -- start and stop ----------------------------------------------------------------------
+
+    def start(self, host: str, port: int) -> None:
+        """Listen, register with the host's epmd (starting ensemble's as a daemon OS process if
+        none answers, see :func:`ensemble.dist.epmd.start_daemon`), and accept."""
+        listener = gevent.socket.socket(gevent.socket.AF_INET, gevent.socket.SOCK_STREAM)
+        listener.setsockopt(gevent.socket.SOL_SOCKET, gevent.socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(128)
+        self.listener = listener
+        self.port = listener.getsockname()[1]
+        epmd.start_daemon(port=self.epmd_port)
+        alive = self.name.split("@")[0]
+        self.registration = epmd.register(alive, self.port, epmd_port=self.epmd_port)
+        self.creation = self.registration.creation
+        self.acceptor = gevent.spawn(self._accept_loop)
+
+    def stop(self) -> None:
+        """Stop accepting, close every connection (peers see nodedown), unregister."""
+        if self.acceptor is not None:
+            self.acceptor.kill(block=False)
+        for c in list(self.conns.values()):
+            self.connection_lost(c, "stopped")
+        if self.listener is not None:
+            self.listener.close()
+        if self.registration is not None:
+            self.registration.close()
+
+    # -- accepting ---------------------------------------------------------------------------
+
+    def _accept_loop(self) -> None:
+        while True:
+            sock, _addr = self.listener.accept()
+            sock.setsockopt(gevent.socket.IPPROTO_TCP, gevent.socket.TCP_NODELAY, 1)
+            gevent.spawn(self._accept_one, sock)
+
+    def _accept_one(self, sock: Any) -> None:
+        conn = Conn(self, sock, dialled_by="?")
+        state = handshake.accept(self.name, self.creation, self.cookie, secrets.token_hex(16))
+        outcome = self._shake(conn, state, lambda st, m: handshake.acceptor_step(st, m, self._facts))
+        if isinstance(outcome, handshake.Done):
+            conn.dialled_by = outcome.peer
+            self._up(conn, outcome)
+        else:
+            conn.close()
+
+    def _facts(self, peer: str) -> tuple[bool, int | None]:
+        existing = self.conns.get(peer)
+        return peer in self.dialling, (existing.creation if existing is not None else None)
+
+    def _shake(self, conn: Conn, state: Any, step: Callable[[Any, Any], Any],
+               first: list | None = None) -> Any:
+        """Run a handshake on ``conn`` to its end (or the timeout): the outcome."""
+        try:
+            with gevent.Timeout(self.handshake_timeout, False):
+                for m in first or ():
+                    conn.send_now(m)
+                while True:
+                    payload = conn.read_frame(framing.HANDSHAKE_LIMIT)
+                    if payload is None:
+                        return handshake.Failed("closed")
+                    state, out, outcome = step(state, self.decode(payload))
+                    for m in out:
+                        conn.send_now(m)
+                    if outcome is not None:
+                        return outcome
+            return handshake.Failed("timeout")
+        except (OSError, framing.FrameTooLarge, codec.CodecError) as e:
+            return handshake.Failed(("error", type(e).__name__))
+
+    # -- dialling ----------------------------------------------------------------------------
+
+    def dial(self, peer: str) -> bool:
+        """On the node's carrier: connect to ``peer`` unless connected (waiting for a dial
+        already under way); True once a connection is up."""
+        if peer in self.conns:
+            return True
+        if peer == self.name:
+            return False
+        waiting = self.dialling.get(peer)
+        if waiting is not None:
+            return bool(waiting.get())
+        result = self.dialling[peer] = gevent.event.AsyncResult()
+        ok = False
+        try:
+            ok = self._dial(peer)
+        finally:
+            del self.dialling[peer]
+            result.set(ok)
+            queued = self.pending.pop(peer, [])
+            conn = self.conns.get(peer)
+            for payload, on_fail in queued:
+                if conn is not None:
+                    conn.enqueue(payload)
+                elif on_fail is not None:
+                    on_fail()
+        return ok
+
+    def _dial(self, peer: str) -> bool:
+        if not handshake.valid_name(peer):
+            return False
+        alive, host = peer.split("@")
+        sock = None
+        timer = gevent.Timeout(self.handshake_timeout)
+        timer.start()
+        try:
+            port = epmd.port_please(alive, host, epmd_port=self.epmd_port)
+            if port is None:
+                return False
+            sock = gevent.socket.create_connection((host, port))
+            sock.setsockopt(gevent.socket.IPPROTO_TCP, gevent.socket.TCP_NODELAY, 1)
+        except gevent.Timeout as t:
+            if t is not timer:
+                raise
+            if sock is not None:
+                sock.close()
+            return False
+        except (OSError, epmd.EpmdError):
+            if sock is not None:
+                sock.close()
+            return False
+        finally:
+            timer.close()
+        conn = Conn(self, sock, dialled_by=self.name)
+        state, first = handshake.initiate(self.name, self.creation, peer, self.cookie, secrets.token_hex(16))
+        outcome = self._shake(conn, state, handshake.initiator_step, first)
+        if not isinstance(outcome, handshake.Done):
+            conn.close()
+            return peer in self.conns  # "alive"/"nok": the other connection may be the one
+        self._up(conn, outcome)
+        return peer in self.conns
+
+    # -- connections up and down -------------------------------------------------------------
+
+    def _up(self, conn: Conn, done: handshake.Done) -> None:
+        existing = self.conns.get(done.peer)
+        verdict = handshake.on_up(
+            existing.creation if existing is not None else None,
+            done.creation,
+            existing_from=existing.dialled_by if existing is not None else None,
+            new_from=conn.dialled_by,
+        )
+        if verdict == "drop":
+            conn.close()
+            return
+        if existing is not None:
+            self.conns.pop(done.peer, None)
+            existing.close()
+            if verdict == "replace_down":
+                self._tell_down(done.peer)
+        conn.peer, conn.creation = done.peer, done.creation
+        self.conns[done.peer] = conn
+        conn.start()
+        if existing is None or verdict == "replace_down":
+            for w in list(self.watchers):
+                P.deliver(w, ("nodeup", done.peer))
+
+    def connection_lost(self, conn: Conn, reason: Any) -> None:
+        """A connection ended (closed by either side, failed, or refused a frame)."""
+        was_up = conn.peer is not None and self.conns.get(conn.peer) is conn
+        conn.close()
+        if not was_up:
+            return
+        del self.conns[conn.peer]
+        if reason not in ("closed", "stopped", "disconnected"):
+            _logger.report("dist_connection_dropped", node=self.name, peer=conn.peer, reason=repr(reason))
+        self._tell_down(conn.peer)
+
+    def _tell_down(self, peer: str) -> None:
+        self._forget_node(peer)
+        for p in self.node_monitors.pop(peer, []):
+            P.deliver(p, ("nodedown", peer))
+        for w in list(self.watchers):
+            P.deliver(w, ("nodedown", peer))
+
+    # -- frames ------------------------------------------------------------------------------
+
+    def on_frame(self, conn: Conn, payload: bytes) -> None:
+        """One envelope arrived on ``conn``."""
+        env = self.decode(payload)
+        if type(env) is not tuple or not env or type(env[0]) is not str:
+            raise _BadEnvelope(repr(env)[:200])
+        op = env[0]
+        if op == "send" and len(env) == 4 and type(env[1]) is int and type(env[2]) is int:
+            if env[2] == self.creation:
+                p = P.TABLE.get(env[1])
+                if p is not None:
+                    P.deliver(p, env[3])
+            return
+        if op == "send_named" and len(env) == 3 and type(env[1]) is str:
+            p = P.NAMES.get(env[1])
+            if p is not None:
+                P.deliver(p, env[2])
+            return
+        peer = conn.peer
+        remote = type(env[1]) is P.RemotePid if len(env) > 1 else False
+        if op == "link" and len(env) == 4 and remote and _ints(env[2:4]):
+            self._on_link(peer, env[1], env[2], env[3])
+        elif op == "unlink" and len(env) == 4 and remote and _ints(env[2:4]):
+            self._on_unlink(env[1], env[2], env[3])
+        elif op == "exit" and len(env) == 6 and remote and _ints(env[2:4]) and type(env[5]) is bool:
+            self._on_exit(env[1], env[2], env[3], env[4], env[5])
+        elif op == "monitor" and len(env) == 5 and remote and _ints(env[2:5]):
+            target = self._local(env[2], env[3])
+            shown = target if target is not None else P.new_remote_pid(self.name, env[2], env[3])
+            self._on_monitor(peer, env[1], target, shown, env[4])
+        elif op == "monitor_named" and len(env) == 4 and remote and type(env[2]) is str and _ints(env[3:4]):
+            self._on_monitor(peer, env[1], P.NAMES.get(env[2]), (env[2], self.name), env[3])
+        elif op == "demonitor" and len(env) == 2 and _ints(env[1:2]):
+            self._on_demonitor(peer, env[1])
+        elif op == "down" and len(env) == 5 and _ints(env[1:4]):
+            self._on_down(env[1], env[2], env[3], env[4])
+        else:
+            raise _BadEnvelope(repr(env)[:200])
+
+    # -- the sending side (called through REMOTE from any thread) ----------------------------
+
+    def send(self, pid: P.RemotePid, msg: Any) -> None:
+        """Send ``msg`` to the remote process ``pid`` (dropped when its node cannot be reached)."""
+        if pid._node == self.name:  # a pid of an earlier run of this node: names no process
+            return
+        self._route(pid._node, self.encode(("send", pid.id, pid.creation, msg)))
+
+    def send_named(self, name: str, node: str, msg: Any) -> None:
+        """Send ``msg`` to the process registered as ``name`` on ``node``."""
+        self._route(node, self.encode(("send_named", name, msg)))
+
+    def _route(self, peer: str, payload: bytes, on_fail: Callable[[], None] | None = None) -> None:
+        if len(payload) > self.max_frame:
+            raise framing.FrameTooLarge(len(payload), self.max_frame)
+        if get_ident() == self.carrier.ident:
+            self._route_here(peer, payload, on_fail)
+        else:
+            self.carrier.call_soon(self._route_here, peer, payload, on_fail)
+
+    def _route_here(self, peer: str, payload: bytes, on_fail: Callable[[], None] | None = None) -> None:
+        conn = self.conns.get(peer)
+        if conn is not None:
+            conn.enqueue(payload)
+            return
+        if not handshake.valid_name(peer) or peer == self.name:
+            if on_fail is not None:  # later: the caller may hold P.LOCK
+                self.carrier.call_soon(on_fail)
+            return
+        self.pending.setdefault(peer, []).append((payload, on_fail))
+        if peer not in self.dialling:
+            gevent.spawn(self.dial, peer)
+
+    # -- links, exit signals and monitors across nodes (called under P.LOCK: never block) ----
+
+    def _lossy(self, value: Any) -> Any:
+        """``value`` if the wire carries it, else ``("unsendable", repr)`` (for reasons)."""
+        try:
+            self.encode(value)
+            return value
+        except (codec.CodecError, TypeError, ValueError):
+            return ("unsendable", repr(value)[:1000])
+
+    def link(self, me: P.Pid, pid: P.RemotePid) -> None:
+        """``me`` linked to ``pid``: tell its node; an unreachable node signals noconnection."""
+        def fail() -> None:
+            with P.LOCK:
+                if me.links and pid in me.links:
+                    P.signal_locked(me, _signal.LINK, "noconnection", pid)
+                    if me.links:
+                        me.links.discard(pid)
+            P.flush_settled()
+
+        self._op(pid._node, ("link", me, pid.id, pid.creation), fail)
+
+    def unlink(self, me: P.Pid, pid: P.RemotePid) -> None:
+        self._op(pid._node, ("unlink", me, pid.id, pid.creation))
+
+    def exit_signal(self, to: P.RemotePid, sender: P.Pid, reason: Any, is_link: bool) -> None:
+        """An exit signal (a link's when ``is_link``) from local ``sender`` to remote ``to``."""
+        self._op(to._node, ("exit", sender, to.id, to.creation, self._lossy(reason), is_link))
+
+    def monitor(self, me: P.Pid, target: Any, ref: Any) -> None:
+        """``me`` monitors ``target`` (a RemotePid or RemoteName) under ``ref``."""
+        n = ref._n
+
+        def fail() -> None:
+            self._fire(me, n, "noconnection")
+
+        if type(target) is P.RemotePid:
+            self._op(target._node, ("monitor", me, target.id, target.creation, n), fail)
+        else:
+            self._op(target.node, ("monitor_named", me, target.name, n), fail)
+
+    def demonitor(self, target: Any, n: int) -> None:
+        node = target._node if type(target) is P.RemotePid else target.node
+        self._op(node, ("demonitor", n))
+
+    def down(self, watcher: P.RemotePid, n: int, reason: Any) -> None:
+        """A local process a remote ``watcher`` monitored (ref int ``n``) exited with ``reason``."""
+        self.remote_watches.pop((watcher._node, n), None)
+        self._op(watcher._node, ("down", watcher.id, watcher.creation, n, self._lossy(reason)))
+
+    def _op(self, peer: str, envelope: tuple, on_fail: Callable[[], None] | None = None) -> None:
+        try:
+            payload = self.encode(envelope)
+        except (codec.CodecError, TypeError, ValueError):
+            return
+        self._route(peer, payload, on_fail)
+
+    def _fire(self, watcher: P.Pid, n: int, reason: Any) -> None:
+        """Watcher's monitor ``n`` of a remote target fires with ``reason`` (if it still holds it)."""
+        with P.LOCK:
+            held = watcher.monitors.pop(n, None) if watcher.monitors else None
+            if held is not None:
+                P.deliver_locked(watcher, ("DOWN", held[2], "process", held[1], reason))
+
+    # -- the receiving side of those operations (on the node's carrier) ----------------------
+
+    def _local(self, id: int, creation: int) -> P.Pid | None:
+        """The live local process ``id`` of this run, or None."""
+        if creation != self.creation:
+            return None
+        p = P.TABLE.get(id)
+        return p if p is not None and p.reason is P.ALIVE else None
+
+    def _on_link(self, peer: str, sender: Any, to_id: int, to_creation: int) -> None:
+        target = self._local(to_id, to_creation)
+        with P.LOCK:
+            if target is not None and target.reason is P.ALIVE:
+                if target.links is P.NO_LINKS:
+                    target.links = set()
+                target.links.add(sender)
+                return
+        gone = P.new_remote_pid(self.name, to_id, to_creation)  # the sender's view of the target
+        self._op(peer, ("exit", gone, sender.id, sender.creation, "noproc", True))
+
+    def _on_unlink(self, sender: Any, to_id: int, to_creation: int) -> None:
+        target = self._local(to_id, to_creation)
+        if target is not None:
+            with P.LOCK:
+                if target.links:
+                    target.links.discard(sender)
+
+    def _on_exit(self, sender: Any, to_id: int, to_creation: int, reason: Any, is_link: bool) -> None:
+        target = self._local(to_id, to_creation)
+        if target is None:
+            return
+        with P.LOCK:
+            if is_link and not (target.links and sender in target.links):
+                return  # the link is gone here already (unlinked): its signal is dropped
+            P.signal_locked(target, _signal.LINK if is_link else _signal.EXIT, reason, sender)
+        P.flush_settled()
+
+    def _on_monitor(self, peer: str, watcher: Any, target: P.Pid | None, shown: Any, n: int) -> None:
+        with P.LOCK:
+            if target is not None and target.reason is P.ALIVE:
+                if target.watchers is None:
+                    target.watchers = {}
+                target.watchers[(peer, n)] = (watcher, shown, n)
+                self.remote_watches[(peer, n)] = target
+                return
+        self._op(peer, ("down", watcher.id, watcher.creation, n, "noproc"))
+
+    def _on_demonitor(self, peer: str, n: int) -> None:
+        target = self.remote_watches.pop((peer, n), None)
+        if target is not None:
+            with P.LOCK:
+                if target.watchers:
+                    target.watchers.pop((peer, n), None)
+
+    def _on_down(self, watcher_id: int, watcher_creation: int, n: int, reason: Any) -> None:
+        watcher = self._local(watcher_id, watcher_creation)
+        if watcher is not None:
+            self._fire(watcher, n, reason)
+
+    def _forget_node(self, peer: str) -> None:
+        """The connection to ``peer`` is gone: links to its processes signal noconnection, monitors
+        of them fire noconnection, and its monitors of local processes are dropped."""
+        with P.LOCK:
+            for p in list(P.TABLE.values()):
+                if p.links:
+                    for q in [q for q in p.links if type(q) is P.RemotePid and q._node == peer]:
+                        P.signal_locked(p, _signal.LINK, "noconnection", q)
+                        if p.links:
+                            p.links.discard(q)
+                if p.monitors:
+                    for n, (t, shown, ref) in list(p.monitors.items()):
+                        if (type(t) is P.RemotePid and t._node == peer) or (type(t) is P.RemoteName and t.node == peer):
+                            del p.monitors[n]
+                            P.deliver_locked(p, ("DOWN", ref, "process", shown, "noconnection"))
+                if p.watchers:
+                    for key in [k for k in p.watchers if type(k) is tuple and k[0] == peer]:
+                        del p.watchers[key]
+            for key in [k for k in self.remote_watches if k[0] == peer]:
+                del self.remote_watches[key]
+        P.flush_settled()
+
+
+def default_cookie() -> str:
+    """The cookie of a node started without one: ``ENSEMBLE_COOKIE``, else ``~/.erlang.cookie``
+    (as Erlang's), else a random one (such a node can only be reached by its own children)."""
+    env = os.environ.get("ENSEMBLE_COOKIE")
+    if env:
+        return env
+    try:
+        with open(os.path.expanduser("~/.erlang.cookie")) as f:
+            text = f.read().strip()
+        if text:
+            return text
+    except OSError:
+        pass
+    return secrets.token_hex(16)
+

@@ -1,0 +1,69 @@
+"""A node in its own OS process for tests/ensemble/dist: ``python _node_child.py NAME COOKIE EPMD_PORT``.
+
+Starts the node, registers ``echo`` (answers ``("ping", from, x)`` with ``("pong", node, self, x)``
+sent to ``from``, and forwards anything else back to the sender found in it when it is a
+``("fwd", to, payload)``), prints ``ready <creation>`` and serves until killed or stdin closes.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+
+import gevent  # noqa: E402
+from gevent.os import tp_read  # noqa: E402
+
+import ensemble as e  # noqa: E402
+from ensemble import dist  # noqa: E402
+
+
+def worker(report_to) -> None:
+    """A process to link, monitor and kill from the other node.
+
+    ("die", reason) exits with reason; ("trap",) traps exits, and then every message it gets
+    is reported to ``report_to`` as ("worker_got", message); ("link", pid) links to pid.
+    """
+    trapping = False
+    while True:
+        m = e.receive()
+        if trapping:
+            e.send(report_to, ("worker_got", m))
+        if type(m) is tuple and m[0] == "die":
+            e.exit(m[1])
+        elif type(m) is tuple and m[0] == "trap":
+            e.trap_exit(True)
+            trapping = True
+            e.send(report_to, ("trapping", e.self()))
+        elif type(m) is tuple and m[0] == "link":
+            e.link(m[1])
+            e.send(report_to, ("linked", e.self()))
+
+
+def echo() -> None:
+    while True:
+        m = e.receive()
+        if type(m) is tuple and m and m[0] == "ping":
+            e.send(m[1], ("pong", e.node(), e.self(), m[2]))
+        elif type(m) is tuple and m and m[0] == "fwd":
+            e.send(m[1], m[2])
+        elif type(m) is tuple and m and m[0] == "spawn":  # ("spawn", from, tag[, name])
+            w = e.spawn(worker, m[1])
+            if len(m) == 4:
+                e.register(m[3], w)
+            e.send(m[1], ("spawned", m[2], w))
+
+
+def main() -> None:
+    name, cookie, epmd_port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    dist.start(name, cookie=cookie, epmd_port=epmd_port)
+    pid = e.spawn(echo)
+    e.register("echo", pid)
+    print("ready", dist.creation(), flush=True)
+    while tp_read(0, 1):  # serve until stdin closes (the test ended) or a kill
+        pass
+    dist.stop()
+
+
+if __name__ == "__main__":
+    main()
+    gevent.get_hub().join(timeout=0)

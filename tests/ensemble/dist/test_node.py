@@ -1,0 +1,159 @@
+"""Two nodes in two OS processes on 127.0.0.1: connect, send, order, cookie, nodedown, creation."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import ensemble as e
+from ensemble import TIMEOUT, dist
+from ensemble.dist import epmd
+
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_node_child.py")
+COOKIE = "test-cookie"
+B = "b@127.0.0.1"
+
+
+@pytest.fixture
+def epmd_port():
+    server = epmd.EpmdServer(host="127.0.0.1", port=0)
+    server.start()
+    yield server.port
+    server.stop()
+
+
+@pytest.fixture
+def node_a(epmd_port):
+    name = dist.start("a@127.0.0.1", cookie=COOKIE, epmd_port=epmd_port)
+    yield name
+    dist.stop()
+
+
+class Child:
+    """A node in a child OS process (tests/ensemble/dist/_node_child.py)."""
+
+    def __init__(self, name: str, cookie: str, epmd_port: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, CHILD, name, cookie, str(epmd_port)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        line = self._readline()
+        assert line.startswith("ready "), line
+        self.creation = int(line.split()[1])
+
+    def _readline(self) -> str:
+        from gevent.os import tp_read
+
+        out = b""
+        while not out.endswith(b"\n"):
+            chunk = tp_read(self.proc.stdout.fileno(), 1)
+            if not chunk:
+                break
+            out += chunk
+        return out.decode()
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def child_b(epmd_port, node_a):
+    c = Child(B, COOKIE, epmd_port)
+    yield c
+    c.close()
+
+
+def _pong(x):
+    return lambda m: m if type(m) is tuple and m[0] == "pong" and m[3] == x else e.NOMATCH
+
+
+def test_send_to_a_name_on_another_node_and_answer_to_the_pid_that_came_back(node_a, child_b):
+    me = e.self()
+    e.send(("echo", B), ("ping", me, 1))
+    got = e.receive(_pong(1), timeout=10)
+    assert got is not TIMEOUT, "no answer from the other node"
+    _, node, echo, _ = got
+    assert node == B and echo.node == B and isinstance(echo, e.Pid)
+    assert [B] == dist.nodes() == e.nodes()
+    e.send(echo, ("ping", me, 2))  # the pid that crossed the wire routes back to its process
+    assert e.receive(_pong(2), timeout=10)[2] == echo
+    ref = e.make_ref()
+    e.send(echo, ("ping", me, ref))  # a reference comes back equal to itself
+    got = e.receive(lambda m: m if type(m) is tuple and m[0] == "pong" and m[3] == ref else e.NOMATCH, timeout=10)
+    assert got is not TIMEOUT and got[3] == ref and type(got[3]) is type(ref)
+
+
+def test_messages_from_one_process_to_another_arrive_in_send_order(node_a, child_b):
+    me = e.self()
+    assert dist.connect(B)
+    for i in range(500):
+        e.send(("echo", B), ("fwd", me, ("n", i)))
+    got = [e.receive(lambda m: m[1] if type(m) is tuple and m[0] == "n" else e.NOMATCH, timeout=10)
+           for _ in range(500)]
+    assert list(range(500)) == got
+
+
+def test_a_wrong_cookie_never_connects(node_a, epmd_port):
+    other = Child(B, "another-cookie", epmd_port)
+    try:
+        assert dist.connect(B) is False
+        assert [] == dist.nodes()
+        e.send(("echo", B), ("ping", e.self(), 3))  # dropped: no connection can be made
+        assert TIMEOUT == e.receive(_pong(3), timeout=0.5)
+    finally:
+        other.close()
+
+
+def test_a_killed_node_is_seen_down_by_node_monitors(node_a, child_b):
+    assert dist.connect(B)
+    dist.monitor_nodes(True)
+    e.monitor_node(B)
+    child_b.kill()
+    assert ("nodedown", B) == e.receive(lambda m: m if m == ("nodedown", B) else e.NOMATCH, timeout=10)
+    assert ("nodedown", B) == e.receive(lambda m: m if m == ("nodedown", B) else e.NOMATCH, timeout=10)
+    assert [] == dist.nodes()
+    dist.monitor_nodes(False)
+
+
+def test_monitor_node_of_an_unreachable_node_fires_at_once(node_a):
+    e.monitor_node("nobody@127.0.0.1")
+    assert ("nodedown", "nobody@127.0.0.1") == e.receive(timeout=10)
+
+
+def test_a_pid_of_an_earlier_run_names_no_process(node_a, epmd_port):
+    me = e.self()
+    first = Child(B, COOKIE, epmd_port)
+    e.send(("echo", B), ("ping", me, 4))
+    old_echo = e.receive(_pong(4), timeout=10)[2]
+    e.monitor_node(B)
+    first.kill()
+    assert ("nodedown", B) == e.receive(lambda m: m if m == ("nodedown", B) else e.NOMATCH, timeout=10)
+    second = Child(B, COOKIE, epmd_port)
+    try:
+        assert second.creation != first.creation
+        e.send(old_echo, ("ping", me, 5))  # the old run's pid: dropped on arrival
+        e.send(("echo", B), ("ping", me, 6))  # sent after it, on the same connection
+        new_echo = e.receive(_pong(6), timeout=10)[2]
+        assert new_echo != old_echo
+        assert TIMEOUT == e.receive(_pong(5), timeout=0)  # it would have come before 6
+    finally:
+        second.close()
+
+
+def test_start_refuses_a_second_node_and_bad_names(node_a):
+    with pytest.raises(dist.DistError):
+        dist.start("again@127.0.0.1")
+    assert e.node() == "a@127.0.0.1"
