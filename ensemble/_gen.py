@@ -229,7 +229,9 @@ def call(dest: Any, request: Any, timeout: float | None = 5.0, label: str = CALL
     the monitor of the server and the alias the reply comes to; once the call
     is over the alias is inactive, so a late reply is dropped.
     """
-    pid = dest if type(dest) is _Pid else resolve(dest)
+    pid = dest if type(dest) is _Pid else resolve_or_remote(dest)
+    if pid is REMOTE_DEST:
+        return _call_remote(dest, request, timeout, label)
     if pid is None:
         raise CallError("noproc", request)
     try:  # P.me(), inlined for a live process
@@ -297,6 +299,46 @@ def call(dest: Any, request: Any, timeout: float | None = 5.0, label: str = CALL
     raise CallError(got[4], request)
 
 
+REMOTE_DEST = object()  # resolve_or_remote's answer for a process on another node
+
+
+def resolve_or_remote(dest: Any) -> Any:
+    """:func:`resolve`, or :data:`REMOTE_DEST` for a remote pid or ``(name, other_node)``."""
+    if type(dest) is P.RemotePid:
+        return REMOTE_DEST
+    if type(dest) is tuple and len(dest) == 2 and type(dest[0]) is str and dest[1] != _terms.NODE:
+        return REMOTE_DEST if P.REMOTE is not None else None
+    return resolve(dest)
+
+
+def _call_remote(dest: Any, request: Any, timeout: float | None, label: str) -> Any:
+    """:func:`call` to a process on another node: as OTP's, a monitor of the server and an alias
+    the reply comes to; a lost connection ends the call with ``"noconnection"``."""
+    if timeout is not None:
+        timeout = P.check_timeout(timeout)
+    me = P.me()
+    mref = monitor(dest)
+    tag = alias()
+    send(dest, (label, (me, tag), request))
+    got = P.receive(
+        lambda m: m
+        if type(m) is tuple and ((len(m) == 2 and m[0] is tag) or (len(m) == 5 and m[1] is mref and m[0] == "DOWN"))
+        else NOMATCH,
+        timeout=timeout,
+    )
+    unalias(tag)
+    if got is TIMEOUT:
+        demonitor(mref, flush=True)
+        late = P.receive(lambda m: m if type(m) is tuple and len(m) == 2 and m[0] is tag else NOMATCH, timeout=0)
+        if late is not TIMEOUT:
+            return late[1]
+        raise CallError("timeout", request)
+    if len(got) == 2:
+        demonitor(mref, flush=True)
+        return got[1]
+    raise CallError(got[4], request)
+
+
 def _flush_down(me: P.Pid, ref: Any) -> None:
     """Remove a DOWN for ``ref`` that came before its monitor was dropped (demonitor's flush)."""
     mailbox = me.mailbox
@@ -326,10 +368,12 @@ def reply(from_: tuple, value: Any) -> Any:
 def cast(dest: Any, request: Any) -> str:
     """Send ``("$gen_cast", request)`` to ``dest``; never fails; answers ``"ok"``."""
     try:
-        pid = resolve(dest)
+        pid = resolve_or_remote(dest)
     except Badarg:
         return "ok"
-    if pid is not None:
+    if pid is REMOTE_DEST:
+        send(dest, (CAST, request))
+    elif pid is not None:
         P.deliver(pid, (CAST, request))
     return "ok"
 

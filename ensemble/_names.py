@@ -51,6 +51,9 @@ def send(dest: Any, msg: Any) -> Any:
     elif t is P.RemotePid:
         if P.REMOTE is not None:
             P.REMOTE.send(dest, msg)
+    elif t is _terms.RemoteAlias:
+        if P.REMOTE is not None:
+            P.REMOTE.send_alias(dest, msg)
     else:
         raise Badarg(f"cannot send to {dest!r}: not a pid, name, (name, node) or alias")
     return msg

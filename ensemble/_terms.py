@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-__all__ = ["NODE", "Ref", "Alias", "make_ref", "TIMEOUT"]
+__all__ = ["NODE", "Ref", "Alias", "RemoteAlias", "make_ref", "TIMEOUT"]
 
 #: The name of this node: ``"nonode@nohost"`` until distribution starts a node
 #: (:func:`ensemble.dist.start` sets it, :func:`ensemble.dist.stop` sets it back).  Read it as
@@ -68,7 +68,7 @@ class Ref:
 class Alias(Ref):
     """A reference that routes messages to its owner while the alias is active."""
 
-    __slots__ = ("_owner",)
+    __slots__ = ("_owner", "__weakref__")
 
     def __init__(self, n: int, owner: Any) -> None:  # no super(): every call makes one
         self._n = n
@@ -77,6 +77,32 @@ class Alias(Ref):
 
     def __repr__(self) -> str:
         return f"#Alias<0.{self._n}>"
+
+
+class RemoteAlias(Ref):
+    """An alias of a process on another node (``node``, its number there, that node's run):
+    a message sent to it crosses to that node, which delivers it while the alias is active."""
+
+    __slots__ = ("creation",)
+
+    def __init__(self, n: int, node: str, creation: int) -> None:
+        self._n = n
+        self._node = node
+        self.creation = creation
+
+    def __eq__(self, other: Any) -> bool:
+        return (
+            type(other) is RemoteAlias
+            and self._n == other._n
+            and self._node == other._node
+            and self.creation == other.creation
+        )
+
+    def __hash__(self) -> int:
+        return hash(self._n)
+
+    def __repr__(self) -> str:
+        return f"#Alias<{self._node}.{self._n}>"
 
 
 def make_ref() -> Ref:

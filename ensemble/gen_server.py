@@ -463,10 +463,14 @@ def send_request(dest: Any, request: Any, label: Any = None, collection: Any = N
     """
     me = P.me()
     tag = alias()
-    pid = _gen.resolve(dest)
-    mref = monitor(pid if pid is not None else dest)  # a name nobody holds: "noproc" at once
-    if pid is not None:
-        send(pid, (_gen.CALL, (me, tag), request))
+    pid = _gen.resolve_or_remote(dest)
+    if pid is _gen.REMOTE_DEST:  # on another node: the monitor and the request cross
+        mref = monitor(dest)
+        send(dest, (_gen.CALL, (me, tag), request))
+    else:
+        mref = monitor(pid if pid is not None else dest)  # a name nobody holds: "noproc" at once
+        if pid is not None:
+            send(pid, (_gen.CALL, (me, tag), request))
     req = _request.ReqId(tag, mref, dest)
     if collection is None:
         return req
@@ -580,16 +584,19 @@ def reqids_to_list(collection: ReqIdCollection) -> list:
 def multi_call(name: str, request: Any, nodes: list | None = None, timeout: float | None = None) -> tuple:
     """Call the server registered as ``name`` on each node; answers ``(replies, bad_nodes)``.
 
-    ``replies`` is ``[(node, reply), ...]``; a node where nobody holds the name
-    or whose server fails is a bad node.  ``nodes`` defaults to this node.
+    ``replies`` is ``[(node, reply), ...]``; a node where nobody holds the name, that cannot be
+    reached, or whose server fails is a bad node.  ``nodes`` defaults to this node and every
+    node it is connected to (OTP's ``[node() | nodes()]``).
     """
     if type(name) is not str:
         raise Badarg(f"multi_call needs a registered name, not {name!r}")
     replies, bad = [], []
     reqs = []
-    for node in nodes if nodes is not None else [_terms.NODE]:
+    for node in nodes if nodes is not None else _known_nodes():
         if node == _terms.NODE and P.NAMES.get(name) is not None:
             reqs.append((node, send_request(name, request)))
+        elif node != _terms.NODE and P.REMOTE is not None and type(node) is str:
+            reqs.append((node, send_request((name, node), request)))
         else:
             bad.append(node)
     for node, req in reqs:
@@ -602,8 +609,18 @@ def multi_call(name: str, request: Any, nodes: list | None = None, timeout: floa
 
 
 def abcast(name: str, request: Any, nodes: list | None = None) -> str:
-    """Cast ``request`` to the server registered as ``name`` on each node; answers ``"abcast"``."""
-    for node in nodes if nodes is not None else [_terms.NODE]:
+    """Cast ``request`` to the server registered as ``name`` on each node (default: this one and
+    every connected node); answers ``"abcast"``."""
+    for node in nodes if nodes is not None else _known_nodes():
         cast((name, node), request)
     return "abcast"
+
+
+def _known_nodes() -> list[str]:
+    """This node and the nodes it is connected to (``[node() | nodes()]``)."""
+    if P.REMOTE is None:
+        return [_terms.NODE]
+    from . import dist
+
+    return [_terms.NODE, *dist.nodes()]
 

@@ -13,6 +13,13 @@ most 4 KiB until it ends), then carries envelopes: tuples ``(op, ...)`` in frame
 =================================  ===============================================
 ``("send", id, creation, msg)``    deliver ``msg`` to local process ``id`` of that run
 ``("send_named", name, msg)``      deliver ``msg`` to the process registered as ``name``
+``("alias", n, creation, msg)``    deliver ``msg`` through local alias ``n`` if still active
+``("link"|"unlink", from, id, c)`` make or remove a link between ``from`` and a local process
+``("exit", from, id, c, r, link)`` an exit signal (a link's when ``link``) to a local process
+``("monitor", from, id, c, n)``    ``from`` monitors a local process under its ref ``n``
+``("monitor_named", from, nm, n)`` the same, by registered name
+``("demonitor", n)``               forget the remote monitor ``n``
+``("down", id, c, n, reason)``     local process ``id``'s remote monitor ``n`` fired
 =================================  ===============================================
 
 A frame over the limit, one that does not decode, or one that is not an envelope drops the
@@ -209,6 +216,8 @@ class Node:
         self.remote_pids: dict[tuple[str, int, int], P.RemotePid] = {}
         #: local pids that crossed the wire, so one that comes back is the same object, dead or alive
         self.sent_pids: weakref.WeakValueDictionary[int, P.Pid] = weakref.WeakValueDictionary()
+        #: local aliases that crossed the wire, so one that comes back is the same object
+        self.sent_aliases: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         self.listener: Any = None
         self.acceptor: Any = None
         self.registration: Any = None
@@ -217,10 +226,29 @@ class Node:
     # -- the codec's view of pids -----------------------------------------------------------
 
     def encode(self, value: Any) -> bytes:
-        return codec.encode(value, pid_out=self.pid_out)
+        return codec.encode(value, pid_out=self.pid_out, alias_out=self.alias_out)
 
     def decode(self, data: bytes) -> Any:
-        return codec.decode(data, pid_in=self.pid_in, ref_in=_ref_in)
+        return codec.decode(data, pid_in=self.pid_in, ref_in=_ref_in, alias_in=self.alias_in)
+
+    def alias_out(self, a: Any) -> tuple[str, int, int] | None:
+        """An alias as the wire carries it (a local one is remembered, to come back as itself)."""
+        t = type(a)
+        if t is _terms.Alias:
+            self.sent_aliases[a._n] = a
+            return (self.name, a._n, self.creation)
+        if t is _terms.RemoteAlias:
+            return (a._node, a._n, a.creation)
+        return None
+
+    def alias_in(self, node: str, n: int, creation: int) -> Any:
+        """The in-memory alias for one that arrived: this node's own (the same object), else a
+        :class:`~ensemble._terms.RemoteAlias`."""
+        if node == self.name and creation == self.creation:
+            a = self.sent_aliases.get(n)
+            if a is not None:
+                return a
+        return _terms.RemoteAlias(n, node, creation)
 
     def pid_out(self, pid: Any) -> tuple[str, int, int] | None:
         """A pid as the wire carries it, or None for a value that is not a pid."""
@@ -438,6 +466,12 @@ class Node:
             if p is not None:
                 P.deliver(p, env[2])
             return
+        if op == "alias" and len(env) == 4 and _ints(env[1:3]):
+            if env[2] == self.creation:
+                a = self.sent_aliases.get(env[1])
+                if a is not None:
+                    P.deliver_alias(a, env[3])
+            return
         peer = conn.peer
         remote = type(env[1]) is P.RemotePid if len(env) > 1 else False
         if op == "link" and len(env) == 4 and remote and _ints(env[2:4]):
@@ -466,6 +500,12 @@ class Node:
         if pid._node == self.name:  # a pid of an earlier run of this node: names no process
             return
         self._route(pid._node, self.encode(("send", pid.id, pid.creation, msg)))
+
+    def send_alias(self, a: _terms.RemoteAlias, msg: Any) -> None:
+        """Send ``msg`` through the alias ``a`` of a process on another node."""
+        if a._node == self.name:  # an alias of an earlier run of this node: names nobody
+            return
+        self._route(a._node, self.encode(("alias", a._n, a.creation, msg)))
 
     def send_named(self, name: str, node: str, msg: Any) -> None:
         """Send ``msg`` to the process registered as ``name`` on ``node``."""

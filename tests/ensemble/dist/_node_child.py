@@ -14,7 +14,7 @@ import gevent  # noqa: E402
 from gevent.os import tp_read  # noqa: E402
 
 import ensemble as e  # noqa: E402
-from ensemble import dist  # noqa: E402
+from ensemble import dist, gen_server  # noqa: E402
 
 
 def worker(report_to) -> None:
@@ -53,11 +53,32 @@ def echo() -> None:
             e.send(m[1], ("spawned", m[2], w))
 
 
+class Counter(gen_server.GenServer):
+    """Registered as "counter": call "get" or ("add", k); call ("crash", reason) stops it; cast
+    ("add", k)."""
+
+    def init(self):
+        return ("ok", 0)
+
+    def handle_call(self, request, from_, n):
+        if request == "get":
+            return ("reply", n, n)
+        if request[0] == "add":
+            return ("reply", n + request[1], n + request[1])
+        if request[0] == "crash":
+            return ("stop", request[1], n)
+        return ("reply", ("echo", request, from_[0]), n)
+
+    def handle_cast(self, request, n):
+        return ("noreply", n + request[1])
+
+
 def main() -> None:
     name, cookie, epmd_port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     dist.start(name, cookie=cookie, epmd_port=epmd_port)
     pid = e.spawn(echo)
     e.register("echo", pid)
+    gen_server.start(Counter, name="counter")
     print("ready", dist.creation(), flush=True)
     while tp_read(0, 1):  # serve until stdin closes (the test ended) or a kill
         pass
