@@ -156,11 +156,11 @@ _register_former_names()
 
 
 def __getattr__(name: str):  # ensemble.timer, .native and .dist are imported on first use
-    if name in ("timer", "native", "dist"):
+    if name in ("timer", "native", "dist", "rpc"):
         import importlib
 
         return importlib.import_module("." + name, __name__)
-    if name in ("nodes", "monitor_node"):  # distribution's, at the top as in Erlang
+    if name in ("nodes", "monitor_node", "spawn_on"):  # distribution's, at the top as in Erlang
         from . import dist
 
         return getattr(dist, name)

@@ -27,18 +27,29 @@ from typing import Any
 import gevent
 
 from .. import _process as P
+from .._exceptions import Badarg, EnsembleError
 from .. import _terms
+from ..decide import allow as _allow
 from ..decide import handshake as _handshake
 from ..decide.receive import NOMATCH as _NOMATCH
 from ..threads import get_ident
-from .node import NODE_STATE, Node, default_cookie, full_name
+from .node import NODE_STATE, RESULT, SPAWNED, Node, default_cookie, full_name
 
 __all__ = ["start", "stop", "connect", "disconnect", "nodes", "creation", "monitor_node", "monitor_nodes",
-           "DistError"]
+           "spawn_on", "DistError", "SpawnError"]
 
 
 class DistError(Exception):
     """A distribution call that cannot be carried out (not started, started twice, a bad name)."""
+
+
+class SpawnError(EnsembleError):
+    """``spawn_on`` failed; ``reason`` says why: ``("not_allowed", fn)`` (the node's ``allow``
+    does not let it in), ``("undefined", fn)``, ``"noconnection"`` or ``"timeout"``."""
+
+    def __init__(self, reason: Any) -> None:
+        super().__init__(f"spawn_on failed: {reason!r}")
+        self.reason = reason
 
 
 def start(name: str, *, cookie: str | None = None, listen: str = "127.0.0.1:0", allow: Any = (),
@@ -49,7 +60,9 @@ def start(name: str, *, cookie: str | None = None, listen: str = "127.0.0.1:0", 
     Listens on ``listen`` ("host:port", port 0: any), registers with the host's epmd
     (``epmd_port``, default ``ERL_EPMD_PORT`` or 4369; one is started in this process when none
     answers) and draws this run's creation from it.  ``cookie`` defaults to
-    :func:`~ensemble.dist.node.default_cookie`.  Raises :class:`DistError` when a node is
+    :func:`~ensemble.dist.node.default_cookie`.  ``allow`` is what other nodes may run here
+    with ``spawn_on`` and rpc (:mod:`ensemble.decide.allow`): module names, ``"module:function"``
+    names, or a predicate; by default nothing.  Raises :class:`DistError` when a node is
     already started here or the name is not ``alive@host``.
     """
     if NODE_STATE.node is not None:
@@ -62,8 +75,9 @@ def start(name: str, *, cookie: str | None = None, listen: str = "127.0.0.1:0", 
     host, _, port = listen.rpartition(":")
     if not host or not port.isdigit():
         raise DistError(f"listen must be 'host:port', not {listen!r}")
+    policy = _allow.check_policy(allow)
     node = Node(full, cookie if cookie is not None else default_cookie(), max_frame,
-                float(handshake_timeout), epmd_port)
+                float(handshake_timeout), epmd_port, policy)
     node.start(host, int(port))
     NODE_STATE.node = node
     _terms.NODE = full
@@ -157,6 +171,41 @@ def monitor_nodes(flag: bool = True) -> bool:
 
     _on_carrier_wait(n, here)
     return True
+
+
+def spawn_on(node: str, fn: str, *args: Any, link: bool = False, monitor: bool = False,
+             timeout: float = 5.0) -> Any:
+    """Spawn ``fn(*args)`` on ``node``, ``fn`` named ``"module:function"``; answer its pid (with
+    ``monitor``: ``(pid, ref)``, as ``spawn_monitor``).
+
+    With ``link`` the new process links to the caller before its first step.  It runs only if
+    ``node``'s ``allow`` lets ``fn`` in; else :class:`SpawnError` ``("not_allowed", fn)``;
+    ``("undefined", fn)`` when it is not found there, ``"noconnection"`` when the node cannot
+    be reached (or this process is not a node), ``"timeout"`` when it does not answer in time.
+    """
+    try:
+        _allow.parse(fn)
+    except _allow.BadFunctionName as why:
+        raise Badarg(str(why)) from None
+    n = NODE_STATE.node
+    if n is None:
+        raise SpawnError("noconnection")
+    me = P.me()
+    ref = _terms.make_ref()
+    n.spawn_request(me, node, fn, args, bool(link), ref._n, False)
+    got = P.receive(lambda m: m if type(m) is tuple and len(m) == 3 and m[0] == SPAWNED and m[1] == ref._n
+                    else _NOMATCH, timeout=timeout)
+    if got is _terms.TIMEOUT:
+        raise SpawnError("timeout")
+    result = got[2]
+    if type(result) is tuple and len(result) == 2 and result[0] == "ok":
+        pid = result[1]
+        if monitor:
+            from .._links import monitor as _monitor
+
+            return pid, _monitor(pid)
+        return pid
+    raise SpawnError(result)
 
 
 def _running() -> Node:

@@ -42,7 +42,9 @@ import gevent.socket
 
 from .. import _process as P
 from .. import _terms
+from .. import _links, _names, _spawn
 from .. import logger as _logger
+from ..decide import allow as _allow
 from ..decide import framing, handshake
 from ..decide import signal as _signal
 from ..threads import get_ident
@@ -179,6 +181,49 @@ class Conn:
                 g.kill(block=False)
 
 
+#: The first element of the message that answers a spawn request: ``(SPAWNED, n, result)``.
+SPAWNED = "$ensemble.spawned"
+#: The first element of the message a spawn with ``reply`` sends when done: ``(RESULT, n, outcome)``.
+RESULT = "$ensemble.result"
+
+
+def _resolve_function(fname: str) -> Any:
+    """The callable ``"module:function"`` names (importing the module), or None."""
+    import importlib
+
+    module, function = _allow.parse(fname)
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in function.split("."):
+            obj = getattr(obj, part)
+    except Exception:  # noqa: BLE001 - any failure to find it: "undefined"
+        return None
+    return obj if callable(obj) else None
+
+
+def _run_remote_call(fn: Any, args: tuple, link_to: Any, reply_to: Any, n: int) -> Any:
+    """The body of a process spawned for another node: link first, then run; with a caller to
+    reply to, send it ``(RESULT, n, outcome)``: ``("ok", value)``, ``("exception", error)`` or
+    ``("exit", reason)``."""
+    from .._exceptions import Exit
+
+    if link_to is not None:
+        _links.link(link_to)
+    if reply_to is None:
+        return fn(*args)
+    try:
+        outcome: tuple = ("ok", fn(*args))
+    except Exit as x:
+        outcome = ("exit", x.reason)
+    except Exception as x:  # noqa: BLE001 - handed to the caller, typed
+        outcome = ("exception", x)
+    try:
+        _names.send(reply_to, (RESULT, n, outcome))
+    except (codec.CodecError, TypeError, ValueError) as x:
+        _names.send(reply_to, (RESULT, n, ("exception", codec.RemoteError(type(x).__name__, str(x)))))
+    return None
+
+
 def _ref_in(node: str, n: int, creation: int) -> _terms.Ref:
     """A reference that crossed the wire: equal to the one made on ``node`` (refs compare by
     number and node), this node's own included."""
@@ -197,8 +242,9 @@ class Node:
     """This OS process as node ``name`` of run ``creation``; see the module docstring."""
 
     def __init__(self, name: str, cookie: str, max_frame: int, handshake_timeout: float,
-                 epmd_port: int | None) -> None:
+                 epmd_port: int | None, allow: Any = frozenset()) -> None:
         self.name = name
+        self.allow = allow  # checked (ensemble.decide.allow.check_policy)
         self.cookie = cookie
         self.max_frame = max_frame
         self.handshake_timeout = handshake_timeout
@@ -466,6 +512,15 @@ class Node:
             if p is not None:
                 P.deliver(p, env[2])
             return
+        if op == "spawn" and len(env) == 7 and type(env[1]) is P.RemotePid and _ints(env[2:3]) \
+                and type(env[3]) is str and type(env[4]) is tuple and type(env[5]) is bool and type(env[6]) is bool:
+            self._on_spawn(conn.peer, *env[1:])
+            return
+        if op == "spawned" and len(env) == 5 and _ints(env[1:4]):
+            p = self._local(env[1], env[2])
+            if p is not None:
+                P.deliver(p, (SPAWNED, env[3], env[4]))
+            return
         if op == "alias" and len(env) == 4 and _ints(env[1:3]):
             if env[2] == self.creation:
                 a = self.sent_aliases.get(env[1])
@@ -492,6 +547,35 @@ class Node:
             self._on_down(env[1], env[2], env[3], env[4])
         else:
             raise _BadEnvelope(repr(env)[:200])
+
+    # -- spawn_on and rpc --------------------------------------------------------------------
+
+    def spawn_request(self, me: P.Pid, peer: str, fname: str, args: tuple, link: bool, n: int,
+                      reply: bool) -> None:
+        """Ask ``peer`` to spawn ``fname(*args)``; the answer comes to ``me`` as
+        ``(SPAWNED, n, result)`` (none when ``n`` is 0), ``"noconnection"`` if it cannot be asked."""
+        def fail() -> None:
+            if n:
+                P.deliver(me, (SPAWNED, n, "noconnection"))
+
+        self._route(peer, self.encode(("spawn", me, n, fname, tuple(args), link, reply)), fail)
+
+    def _on_spawn(self, peer: str, sender: Any, n: int, fname: str, args: tuple, link: bool,
+                  reply: bool) -> None:
+        """A peer asks for ``fname(*args)`` here: refused unless ``allow`` lets it in."""
+        def answer(result: Any) -> None:
+            if n:
+                self._op(peer, ("spawned", sender.id, sender.creation, n, result))
+
+        if not _allow.allowed(self.allow, fname):
+            answer(("not_allowed", fname))
+            return
+        fn = _resolve_function(fname)
+        if fn is None:
+            answer(("undefined", fname))
+            return
+        pid = _spawn.spawn(_run_remote_call, fn, args, sender if link else None, sender if reply else None, n)
+        answer(("ok", pid))
 
     # -- the sending side (called through REMOTE from any thread) ----------------------------
 

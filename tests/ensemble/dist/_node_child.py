@@ -75,7 +75,7 @@ class Counter(gen_server.GenServer):
 
 def main() -> None:
     name, cookie, epmd_port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    dist.start(name, cookie=cookie, epmd_port=epmd_port)
+    dist.start(name, cookie=cookie, epmd_port=epmd_port, allow=["tests.ensemble.dist._remote_fns", "operator:add"])
     pid = e.spawn(echo)
     e.register("echo", pid)
     gen_server.start(Counter, name="counter")

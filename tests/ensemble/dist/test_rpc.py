@@ -1,0 +1,84 @@
+"""spawn_on and rpc between two nodes in two OS processes: only what ``allow`` lets in runs."""
+
+from __future__ import annotations
+
+import pytest
+
+import ensemble as e
+from ensemble import Badarg, NOMATCH, TIMEOUT, dist, rpc
+
+from .test_node import B, child_b, epmd_port, node_a  # noqa: F401 - fixtures
+
+FNS = "tests.ensemble.dist._remote_fns"
+
+
+def test_rpc_call_answers_the_value_and_runs_on_the_other_node(node_a, child_b):
+    assert 5 == rpc.call(B, f"{FNS}:add", 2, 3, timeout=10)
+    assert 7 == rpc.call(B, "operator:add", 3, 4, timeout=10)
+    node, pid = rpc.call(B, f"{FNS}:whoami", timeout=10)
+    assert node == B and pid.node == B
+
+
+def test_exceptions_and_exits_come_back_typed(node_a, child_b):
+    with pytest.raises(rpc.RpcError) as info:
+        rpc.call(B, f"{FNS}:boom", "bad input", timeout=10)
+    assert info.value.kind == "exception"
+    assert info.value.reason.type_name == "ValueError" and info.value.reason.message == "bad input"
+    with pytest.raises(rpc.RpcError) as info:
+        rpc.call(B, f"{FNS}:leave", ("shutdown", 1), timeout=10)
+    assert (info.value.kind, info.value.reason) == ("exit", ("shutdown", 1))
+
+
+def test_nothing_outside_allow_runs_and_the_refusal_is_clear(node_a, child_b):
+    with pytest.raises(rpc.RpcError) as info:
+        rpc.call(B, "os:getpid", timeout=10)
+    assert (info.value.kind, info.value.reason) == ("not_allowed", "os:getpid")
+    with pytest.raises(dist.SpawnError) as info:
+        e.spawn_on(B, "os:system", "echo pwned")
+    assert info.value.reason == ("not_allowed", "os:system")
+    with pytest.raises(rpc.RpcError) as info:
+        rpc.call(B, f"{FNS}:no_such_function", timeout=10)
+    assert (info.value.kind, info.value.reason) == ("undefined", f"{FNS}:no_such_function")
+    with pytest.raises(Badarg):
+        rpc.call(B, "not a function name")
+
+
+def test_a_timeout_kills_the_remote_process(node_a, child_b):
+    me = e.self()
+    with pytest.raises(rpc.RpcError) as info:
+        rpc.call(B, f"{FNS}:wait_forever", me, timeout=1)
+    assert info.value.kind == "timeout"
+    waiting = e.receive(lambda m: m[1] if type(m) is tuple and m[0] == "waiting" else NOMATCH, timeout=10)
+    ref = e.monitor(waiting)  # after the kill: it is gone (noproc), or going (killed)
+    down = e.receive(lambda m: m if type(m) is tuple and m[0] == "DOWN" and m[1] == ref else NOMATCH, timeout=10)
+    assert down is not TIMEOUT and down[4] in ("killed", "noproc")
+
+
+def test_spawn_on_with_link_and_monitor(node_a, child_b):
+    pid, ref = e.spawn_on(B, f"{FNS}:linked_then_wait", monitor=True)
+    assert pid.node == B
+    e.exit(pid, "stop_now")
+    assert ("DOWN", ref, "process", pid, "stop_now") == e.receive(
+        lambda m: m if type(m) is tuple and m[0] == "DOWN" and m[1] == ref else NOMATCH, timeout=10)
+    e.trap_exit(True)
+    try:
+        linked = e.spawn_on(B, f"{FNS}:linked_then_wait", link=True)
+        e.exit(linked, "going")
+        assert ("EXIT", linked, "going") == e.receive(
+            lambda m: m if type(m) is tuple and m[0] == "EXIT" and m[1] == linked else NOMATCH, timeout=10)
+    finally:
+        e.trap_exit(False)
+
+
+def test_rpc_to_an_unreachable_node_and_multicall(node_a, child_b):
+    with pytest.raises(rpc.RpcError) as info:
+        rpc.call("nobody@127.0.0.1", f"{FNS}:add", 1, 1, timeout=10)
+    assert info.value.kind == "noconnection"
+    got = rpc.multicall([B, e.node(), "nobody@127.0.0.1"], f"{FNS}:add", 1, 2, timeout=20)
+    assert got[0] == ("ok", 3) and got[1] == ("ok", 3)
+    assert got[2][0] == "error" and got[2][1].kind == "noconnection"
+    assert rpc.cast(B, f"{FNS}:add", 1, 2) is True
+
+
+def test_rpc_on_this_node_needs_no_distribution():
+    assert 3 == rpc.call(e.node(), f"{FNS}:add", 1, 2, timeout=10)
