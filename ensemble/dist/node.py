@@ -362,7 +362,14 @@ class Node:
             conn.dialled_by = outcome.peer
             self._up(conn, outcome)
         else:
+            self._refused(outcome, "accept")
             conn.close()
+
+    def _refused(self, outcome: Any, side: str) -> None:
+        """Report a handshake that failed for another reason than a status (nok/alive) or a close."""
+        reason = getattr(outcome, "reason", outcome)
+        if reason not in ("closed", "nok", "alive"):
+            _logger.report("dist_handshake_failed", node=self.name, side=side, reason=repr(reason)[:200])
 
     def _facts(self, peer: str) -> tuple[bool, int | None]:
         existing = self.conns.get(peer)
@@ -445,6 +452,7 @@ class Node:
         state, first = handshake.initiate(self.name, self.creation, peer, self.cookie, secrets.token_hex(16))
         outcome = self._shake(conn, state, handshake.initiator_step, first)
         if not isinstance(outcome, handshake.Done):
+            self._refused(outcome, "dial")
             conn.close()
             return peer in self.conns  # "alive"/"nok": the other connection may be the one
         self._up(conn, outcome)

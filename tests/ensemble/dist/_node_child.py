@@ -46,6 +46,8 @@ def echo() -> None:
             e.send(m[1], ("pong", e.node(), e.self(), m[2]))
         elif type(m) is tuple and m and m[0] == "fwd":
             e.send(m[1], m[2])
+        elif type(m) is tuple and m and m[0] == "big":  # ("big", to, size): a message of size bytes
+            e.send(m[1], ("big", b"x" * m[2]))
         elif type(m) is tuple and m and m[0] == "spawn":  # ("spawn", from, tag[, name])
             w = e.spawn(worker, m[1])
             if len(m) == 4:

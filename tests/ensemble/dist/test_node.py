@@ -117,6 +117,44 @@ def test_a_wrong_cookie_never_connects(node_a, epmd_port):
         other.close()
 
 
+def test_a_dialler_with_a_wrong_cookie_is_refused_and_reported(node_a):
+    """A peer that speaks the handshake with another cookie gets no ack, is closed, and the
+    accepting node reports it; nothing of it reaches a process."""
+    import gevent
+    import gevent.socket
+
+    from ensemble import logger
+    from ensemble.decide import framing, handshake
+    from ensemble.dist import codec
+
+    reports = []
+    old = logger.set_handler(reports.append)
+    try:
+        sock = gevent.socket.create_connection(("127.0.0.1", dist.NODE_STATE.node.port))
+        state, first = handshake.initiate("mallory@127.0.0.1", 7, node_a, "not-the-cookie", "c" * 32)
+        sock.sendall(b"".join(framing.frame(codec.encode(m)) for m in first))
+        buf, got = bytearray(), []
+        with gevent.Timeout(10, False):
+            while True:
+                data = sock.recv(4096)
+                if not data:
+                    break
+                buf += data
+                frames, used = framing.split(buf, framing.HANDSHAKE_LIMIT)
+                del buf[:used]
+                for f in frames:
+                    state, out, done = handshake.initiator_step(state, codec.decode(f))
+                    got.append(done)
+                    sock.sendall(b"".join(framing.frame(codec.encode(m)) for m in out))
+        sock.close()
+    finally:
+        logger.set_handler(old)
+    assert not any(isinstance(d, handshake.Done) for d in got)  # never acked
+    assert [] == dist.nodes()
+    refused = [r for r in reports if r["kind"] == "dist_handshake_failed"]
+    assert refused and refused[0]["side"] == "accept" and "bad_cookie" in refused[0]["reason"]
+
+
 def test_a_killed_node_is_seen_down_by_node_monitors(node_a, child_b):
     assert dist.connect(B)
     dist.monitor_nodes(True)
