@@ -12,16 +12,18 @@
 
 Issue 14 is being built in parts; what works so far: ``start``/``stop``, the port mapper
 (:mod:`ensemble.dist.epmd`: Erlang's ``epmd``, or one ensemble starts when none answers), the
-cookie handshake (:mod:`ensemble.decide.handshake`), ``connect``/``disconnect``,
-``ensemble.nodes()``, ``ensemble.monitor_node`` and :func:`monitor_nodes`, and sending to a
-remote pid or to ``(name, node)``, in order, with pids in messages crossing as pids (the wire:
-:mod:`ensemble.dist.codec`, never pickle).  Links, monitors and exit signals across nodes,
-``spawn_on``, TLS, rpc, global and pg come next; until then a link or monitor to a remote pid
-raises :class:`~ensemble.Badarg`.
+cookie handshake (:mod:`ensemble.decide.handshake`), optionally inside TLS (:class:`TLS`),
+``connect``/``disconnect``, ``ensemble.nodes()``, ``ensemble.monitor_node`` and
+:func:`monitor_nodes`; sending to a remote pid, alias or ``(name, node)``, in order, with pids,
+refs and aliases crossing as themselves (the wire: :mod:`ensemble.dist.codec`, never pickle);
+links, monitors and exit signals across nodes, and ``noconnection`` when a node is lost;
+gen_server calls across nodes; :func:`spawn_on` and :mod:`ensemble.rpc`, limited by each node's
+``allow``.  global, pg and the OS-process dispatcher come next.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import gevent
@@ -36,11 +38,46 @@ from ..threads import get_ident
 from .node import NODE_STATE, RESULT, SPAWNED, Node, default_cookie, full_name
 
 __all__ = ["start", "stop", "connect", "disconnect", "nodes", "creation", "monitor_node", "monitor_nodes",
-           "spawn_on", "DistError", "SpawnError"]
+           "spawn_on", "TLS", "DistError", "SpawnError"]
 
 
 class DistError(Exception):
     """A distribution call that cannot be carried out (not started, started twice, a bad name)."""
+
+
+@dataclass(frozen=True)
+class TLS:
+    """TLS for a node's connections (``dist.start(..., tls=TLS(...))``), with the standard
+    :mod:`ssl` module: ``certfile``/``keyfile`` are this node's certificate and key (PEM files),
+    ``cafile`` the authority whose certificates it trusts.  Each side checks the other's chain;
+    with ``mutual`` a node also demands a certificate from the nodes that dial it (mutual
+    authentication), else only the dialler checks.  Host names are not checked: nodes are named
+    by the cookie handshake that runs inside the TLS connection."""
+
+    certfile: str
+    keyfile: str
+    cafile: str
+    mutual: bool = False
+
+    def contexts(self) -> tuple[Any, Any]:
+        """The (server, client) ``SSLContext`` pair; raises ``OSError``/``ssl.SSLError`` for
+        unreadable or bad files."""
+        import ssl
+
+        from gevent import ssl as gssl
+
+        server = gssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server.minimum_version = ssl.TLSVersion.TLSv1_2
+        server.load_cert_chain(self.certfile, self.keyfile)
+        server.load_verify_locations(self.cafile)
+        server.verify_mode = ssl.CERT_REQUIRED if self.mutual else ssl.CERT_NONE
+        client = gssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        client.minimum_version = ssl.TLSVersion.TLSv1_2
+        client.check_hostname = False
+        client.verify_mode = ssl.CERT_REQUIRED
+        client.load_verify_locations(self.cafile)
+        client.load_cert_chain(self.certfile, self.keyfile)
+        return server, client
 
 
 class SpawnError(EnsembleError):
@@ -52,8 +89,9 @@ class SpawnError(EnsembleError):
         self.reason = reason
 
 
-def start(name: str, *, cookie: str | None = None, listen: str = "127.0.0.1:0", allow: Any = (),
-          max_frame: int = 64 * 2**20, handshake_timeout: float = 5.0, epmd_port: int | None = None) -> str:
+def start(name: str, *, cookie: str | None = None, listen: str = "127.0.0.1:0", tls: TLS | None = None,
+          allow: Any = (), max_frame: int = 64 * 2**20, handshake_timeout: float = 5.0,
+          epmd_port: int | None = None) -> str:
     """Make this OS process the node ``name`` (``name@<this host>`` when it has no ``@``);
     answer the full node name.
 
@@ -62,8 +100,9 @@ def start(name: str, *, cookie: str | None = None, listen: str = "127.0.0.1:0", 
     answers) and draws this run's creation from it.  ``cookie`` defaults to
     :func:`~ensemble.dist.node.default_cookie`.  ``allow`` is what other nodes may run here
     with ``spawn_on`` and rpc (:mod:`ensemble.decide.allow`): module names, ``"module:function"``
-    names, or a predicate; by default nothing.  Raises :class:`DistError` when a node is
-    already started here or the name is not ``alive@host``.
+    names, or a predicate; by default nothing.  ``tls`` (a :class:`TLS`) puts every connection
+    in TLS, for networks the cookie alone should not be trusted on.  Raises :class:`DistError`
+    when a node is already started here or the name is not ``alive@host``.
     """
     if NODE_STATE.node is not None:
         raise DistError(f"this OS process is already the node {NODE_STATE.node.name!r}")
@@ -76,8 +115,10 @@ def start(name: str, *, cookie: str | None = None, listen: str = "127.0.0.1:0", 
     if not host or not port.isdigit():
         raise DistError(f"listen must be 'host:port', not {listen!r}")
     policy = _allow.check_policy(allow)
+    if tls is not None and not isinstance(tls, TLS):
+        raise DistError(f"tls must be an ensemble.dist.TLS, not {tls!r}")
     node = Node(full, cookie if cookie is not None else default_cookie(), max_frame,
-                float(handshake_timeout), epmd_port, policy)
+                float(handshake_timeout), epmd_port, policy, tls.contexts() if tls is not None else None)
     node.start(host, int(port))
     NODE_STATE.node = node
     _terms.NODE = full

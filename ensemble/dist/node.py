@@ -242,8 +242,9 @@ class Node:
     """This OS process as node ``name`` of run ``creation``; see the module docstring."""
 
     def __init__(self, name: str, cookie: str, max_frame: int, handshake_timeout: float,
-                 epmd_port: int | None, allow: Any = frozenset()) -> None:
+                 epmd_port: int | None, allow: Any = frozenset(), tls: Any = None) -> None:
         self.name = name
+        self.tls = tls  # None, or (server SSLContext, client SSLContext): see ensemble.dist.TLS
         self.allow = allow  # checked (ensemble.decide.allow.check_policy)
         self.cookie = cookie
         self.max_frame = max_frame
@@ -355,6 +356,10 @@ class Node:
             gevent.spawn(self._accept_one, sock)
 
     def _accept_one(self, sock: Any) -> None:
+        if self.tls is not None:
+            sock = self._secure(sock, server=True)
+            if sock is None:
+                return
         conn = Conn(self, sock, dialled_by="?")
         state = handshake.accept(self.name, self.creation, self.cookie, secrets.token_hex(16))
         outcome = self._shake(conn, state, lambda st, m: handshake.acceptor_step(st, m, self._facts))
@@ -370,6 +375,24 @@ class Node:
         reason = getattr(outcome, "reason", outcome)
         if reason not in ("closed", "nok", "alive"):
             _logger.report("dist_handshake_failed", node=self.name, side=side, reason=repr(reason)[:200])
+
+    def _secure(self, sock: Any, *, server: bool) -> Any:
+        """``sock`` wrapped in TLS, its TLS handshake done within the handshake timeout; None
+        (the socket closed, the failure reported) when the peer's certificate or TLS fails."""
+        server_ctx, client_ctx = self.tls
+        try:
+            with gevent.Timeout(self.handshake_timeout):
+                if server:
+                    wrapped = server_ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                else:
+                    wrapped = client_ctx.wrap_socket(sock, server_side=False, do_handshake_on_connect=False)
+                wrapped.do_handshake()
+                return wrapped
+        except (OSError, gevent.Timeout) as why:  # ssl.SSLError is an OSError
+            _logger.report("dist_handshake_failed", node=self.name, side="accept" if server else "dial",
+                           reason=f"tls: {why!r}"[:200])
+            sock.close()
+            return None
 
     def _facts(self, peer: str) -> tuple[bool, int | None]:
         existing = self.conns.get(peer)
@@ -436,6 +459,10 @@ class Node:
                 return False
             sock = gevent.socket.create_connection((host, port))
             sock.setsockopt(gevent.socket.IPPROTO_TCP, gevent.socket.TCP_NODELAY, 1)
+            if self.tls is not None:
+                sock = self._secure(sock, server=False)
+                if sock is None:
+                    return False
         except gevent.Timeout as t:
             if t is not timer:
                 raise

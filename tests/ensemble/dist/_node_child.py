@@ -77,7 +77,11 @@ class Counter(gen_server.GenServer):
 
 def main() -> None:
     name, cookie, epmd_port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    dist.start(name, cookie=cookie, epmd_port=epmd_port, allow=["tests.ensemble.dist._remote_fns", "operator:add"])
+    tls = None
+    if len(sys.argv) > 4:  # CERT KEY CA MUTUAL
+        tls = dist.TLS(sys.argv[4], sys.argv[5], sys.argv[6], mutual=sys.argv[7] == "mutual")
+    dist.start(name, cookie=cookie, epmd_port=epmd_port, tls=tls,
+               allow=["tests.ensemble.dist._remote_fns", "operator:add"])
     pid = e.spawn(echo)
     e.register("echo", pid)
     gen_server.start(Counter, name="counter")

@@ -36,9 +36,9 @@ def node_a(epmd_port):
 class Child:
     """A node in a child OS process (tests/ensemble/dist/_node_child.py)."""
 
-    def __init__(self, name: str, cookie: str, epmd_port: int) -> None:
+    def __init__(self, name: str, cookie: str, epmd_port: int, tls: tuple = ()) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, CHILD, name, cookie, str(epmd_port)],
+            [sys.executable, CHILD, name, cookie, str(epmd_port), *tls],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )
         line = self._readline()
