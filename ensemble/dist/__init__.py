@@ -18,7 +18,8 @@ cookie handshake (:mod:`ensemble.decide.handshake`), optionally inside TLS (:cla
 refs and aliases crossing as themselves (the wire: :mod:`ensemble.dist.codec`, never pickle);
 links, monitors and exit signals across nodes, and ``noconnection`` when a node is lost;
 gen_server calls across nodes; :func:`spawn_on` and :mod:`ensemble.rpc`, limited by each node's
-``allow``.  global, pg and the OS-process dispatcher come next.
+``allow``; process groups (:mod:`ensemble.pg`).  global and the OS-process dispatcher come
+next.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from ..decide import allow as _allow
 from ..decide import handshake as _handshake
 from ..decide.receive import NOMATCH as _NOMATCH
 from ..threads import get_ident
-from .node import NODE_STATE, RESULT, SPAWNED, Node, default_cookie, full_name
+from .node import NODE_STATE, SPAWNED, Node, default_cookie, full_name
 
 __all__ = ["start", "stop", "connect", "disconnect", "nodes", "creation", "monitor_node", "monitor_nodes",
            "spawn_on", "TLS", "DistError", "SpawnError"]

@@ -14,7 +14,7 @@ import gevent  # noqa: E402
 from gevent.os import tp_read  # noqa: E402
 
 import ensemble as e  # noqa: E402
-from ensemble import dist, gen_server  # noqa: E402
+from ensemble import dist, gen_server, pg  # noqa: E402
 
 
 def worker(report_to) -> None:
@@ -46,6 +46,10 @@ def echo() -> None:
             e.send(m[1], ("pong", e.node(), e.self(), m[2]))
         elif type(m) is tuple and m and m[0] == "fwd":
             e.send(m[1], m[2])
+        elif type(m) is tuple and m and m[0] == "pg_join":  # ("pg_join", from, group)
+            member = e.spawn(e.receive)  # waits for one message, then exits normally
+            pg.join(m[2], member)
+            e.send(m[1], ("pg_joined", member))
         elif type(m) is tuple and m and m[0] == "big":  # ("big", to, size): a message of size bytes
             e.send(m[1], ("big", b"x" * m[2]))
         elif type(m) is tuple and m and m[0] == "spawn":  # ("spawn", from, tag[, name])
@@ -85,6 +89,7 @@ def main() -> None:
     pid = e.spawn(echo)
     e.register("echo", pid)
     gen_server.start(Counter, name="counter")
+    pg.start()
     print("ready", dist.creation(), flush=True)
     while tp_read(0, 1):  # serve until stdin closes (the test ended) or a kill
         pass

@@ -26,3 +26,9 @@ def whoami():
 
 def linked_then_wait():
     e.receive()
+
+
+def pg_members(group):
+    from ensemble import pg
+
+    return pg.get_members(group)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket as stdsocket
-
 import gevent
 import gevent.socket
 import pytest
@@ -12,7 +10,7 @@ import ensemble as e
 from ensemble import NOMATCH, TIMEOUT, dist
 from ensemble.decide.framing import frame
 
-from .test_node import B, COOKIE, Child, epmd_port  # noqa: F401 - fixtures
+from ._cluster import B, COOKIE, Child
 
 
 @pytest.fixture

@@ -2,79 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-
 import pytest
 
 import ensemble as e
 from ensemble import TIMEOUT, dist
-from ensemble.dist import epmd
 
-CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_node_child.py")
-COOKIE = "test-cookie"
-B = "b@127.0.0.1"
-
-
-@pytest.fixture
-def epmd_port():
-    server = epmd.EpmdServer(host="127.0.0.1", port=0)
-    server.start()
-    yield server.port
-    server.stop()
-
-
-@pytest.fixture
-def node_a(epmd_port):
-    name = dist.start("a@127.0.0.1", cookie=COOKIE, epmd_port=epmd_port)
-    yield name
-    dist.stop()
-
-
-class Child:
-    """A node in a child OS process (tests/ensemble/dist/_node_child.py)."""
-
-    def __init__(self, name: str, cookie: str, epmd_port: int, tls: tuple = ()) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, CHILD, name, cookie, str(epmd_port), *tls],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )
-        line = self._readline()
-        assert line.startswith("ready "), line
-        self.creation = int(line.split()[1])
-
-    def _readline(self) -> str:
-        from gevent.os import tp_read
-
-        out = b""
-        while not out.endswith(b"\n"):
-            chunk = tp_read(self.proc.stdout.fileno(), 1)
-            if not chunk:
-                break
-            out += chunk
-        return out.decode()
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-@pytest.fixture
-def child_b(epmd_port, node_a):
-    c = Child(B, COOKIE, epmd_port)
-    yield c
-    c.close()
-
+from ._cluster import B, COOKIE, Child
 
 def _pong(x):
     return lambda m: m if type(m) is tuple and m[0] == "pong" and m[3] == x else e.NOMATCH

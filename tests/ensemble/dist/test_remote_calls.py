@@ -7,7 +7,7 @@ import pytest
 import ensemble as e
 from ensemble import CallError, gen_server
 
-from .test_node import B, child_b, epmd_port, node_a  # noqa: F401 - fixtures
+from ._cluster import B
 
 
 def test_call_and_cast_a_server_on_another_node_by_name_and_by_pid(node_a, child_b):

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 import ensemble as e
-from ensemble import NOMATCH, TIMEOUT, dist
+from ensemble import NOMATCH, TIMEOUT
 
-from .test_node import B, COOKIE, Child, child_b, epmd_port, node_a  # noqa: F401 - fixtures
+from ._cluster import B
 
 
 def _spawned(tag, name=None):

@@ -7,7 +7,7 @@ import pytest
 import ensemble as e
 from ensemble import Badarg, NOMATCH, TIMEOUT, dist, rpc
 
-from .test_node import B, child_b, epmd_port, node_a  # noqa: F401 - fixtures
+from ._cluster import B
 
 FNS = "tests.ensemble.dist._remote_fns"
 

@@ -10,7 +10,7 @@ import pytest
 import ensemble as e
 from ensemble import NOMATCH, TIMEOUT, dist, gen_server
 
-from .test_node import B, COOKIE, Child, epmd_port  # noqa: F401 - fixture
+from ._cluster import B, COOKIE, Child
 
 CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "certs")
 NODE = (os.path.join(CERTS, "node.pem"), os.path.join(CERTS, "node.key"), os.path.join(CERTS, "ca.pem"))
