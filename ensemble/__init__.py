@@ -156,7 +156,7 @@ _register_former_names()
 
 
 def __getattr__(name: str):  # ensemble.timer, .native and .dist are imported on first use
-    if name in ("timer", "native", "dist", "rpc", "pg"):
+    if name in ("timer", "native", "dist", "rpc", "pg", "global_"):
         import importlib
 
         return importlib.import_module("." + name, __name__)

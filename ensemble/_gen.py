@@ -232,6 +232,8 @@ def call(dest: Any, request: Any, timeout: float | None = 5.0, label: str = CALL
     pid = dest if type(dest) is _Pid else resolve_or_remote(dest)
     if pid is REMOTE_DEST:
         return _call_remote(dest, request, timeout, label)
+    if type(pid) is P.RemotePid:  # ("global", name) bound on another node
+        return _call_remote(pid, request, timeout, label)
     if pid is None:
         raise CallError("noproc", request)
     try:  # P.me(), inlined for a live process
@@ -307,6 +309,8 @@ def resolve_or_remote(dest: Any) -> Any:
     if type(dest) is P.RemotePid:
         return REMOTE_DEST
     if type(dest) is tuple and len(dest) == 2 and type(dest[0]) is str and dest[1] != _terms.NODE:
+        if dest[0] == "global":  # resolved now: a local pid, or a remote one
+            return P.GLOBAL(dest[1]) if P.GLOBAL is not None else None
         return REMOTE_DEST if P.REMOTE is not None else None
     return resolve(dest)
 
@@ -371,8 +375,8 @@ def cast(dest: Any, request: Any) -> str:
         pid = resolve_or_remote(dest)
     except Badarg:
         return "ok"
-    if pid is REMOTE_DEST:
-        send(dest, (CAST, request))
+    if pid is REMOTE_DEST or type(pid) is P.RemotePid:
+        send(dest if pid is REMOTE_DEST else pid, (CAST, request))
     elif pid is not None:
         P.deliver(pid, (CAST, request))
     return "ok"

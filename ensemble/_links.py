@@ -155,6 +155,13 @@ def monitor(target: Any) -> Ref:
     """
     me = P.me()
     ref = make_ref()
+    if type(target) is tuple and len(target) == 2 and target[0] == "global":
+        # ("global", name): resolved before the lock (it asks the registrar); DOWN shows the pid
+        pid = P.GLOBAL(target[1]) if P.GLOBAL is not None else None
+        if pid is None:
+            P.deliver(me, ("DOWN", ref, "process", target, "noproc"))
+            return ref
+        target = pid
     with P.LOCK:
         proc, shown = _resolve_monitored(target)
         t = type(proc)

@@ -42,6 +42,11 @@ def send(dest: Any, msg: Any) -> Any:
         P.deliver_alias(dest, msg)
     elif t is tuple and len(dest) == 2 and type(dest[0]) is str:
         name, node = dest
+        if name == "global":  # ("global", name): a name registered with ensemble.global_
+            pid = P.GLOBAL(node) if P.GLOBAL is not None else None
+            if pid is None:
+                raise Badarg(f"no process is globally registered as {node!r}")
+            return send(pid, msg)
         if node == _terms.NODE:
             p = P.NAMES.get(name)
             if p is not None:

@@ -235,6 +235,10 @@ def new_remote_pid(node: str, id: int, creation: int) -> RemotePid:
 #: a send it cannot deliver.
 REMOTE: Any = None
 
+#: ``whereis(name)`` of :mod:`ensemble.global_` once it is imported (it puts it here), else None:
+#: how ``("global", name)`` resolves wherever a name is taken (send, monitor, gen_server calls).
+GLOBAL: Any = None
+
 
 def new_pid(
     fn: Any,

@@ -7,8 +7,8 @@
     pg.get_members("workers")               # this node's members first, then other nodes'
     ref, members = pg.monitor("workers")    # then (ref, "join"|"leave", group, pids) messages
 
-Each node runs one server per scope (the default scope is ``"pg"``, started on first use; a
-scope is a registered name on every node).  A scope server keeps its node's members, watches
+Each node runs one server per scope (the default scope is ``"pg"``, started with the node, or
+on first use; a scope is a registered name on every node).  A scope server keeps its node's members, watches
 them (a member that exits leaves all its groups), tells the same scope on every connected node
 of each join and leave, and on a node coming up the two exchange their members, so members
 joined earlier reach nodes that connect later; a node's members are dropped when it goes down.
@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 from . import _process as P
 from . import _terms
+from . import dist as _dist
 from . import gen_server
 from ._exceptions import Badarg
 from ._links import demonitor as _demonitor
@@ -63,11 +64,9 @@ class _Scope(gen_server.GenServer):
         self.remote: dict[str, dict[Any, list[Any]]] = {}  # node -> group -> its members
         self.watched: dict[P.Pid, Any] = {}  # member -> its monitor ref
         self.watchers: dict[Any, set[Any]] = {}  # group -> {(pid, ref)} of pg.monitor callers
-        from . import dist
-
-        if dist.NODE_STATE.node is not None:
-            dist.monitor_nodes(True)
-            for node in dist.nodes():
+        if _dist.NODE_STATE.node is not None:
+            _dist.monitor_nodes(True)
+            for node in _dist.nodes():
                 send((self.scope, node), ("$pg_discover", _terms.NODE))
         return ("ok", None)
 
@@ -173,9 +172,7 @@ class _Scope(gen_server.GenServer):
         return ("noreply", state)
 
     def _tell_others(self, msg: tuple) -> None:
-        from . import dist
-
-        for node in dist.nodes():
+        for node in _dist.nodes():
             send((self.scope, node), msg)
 
     def _notify(self, group: Any, what: str, pids: list) -> None:
@@ -251,3 +248,11 @@ def demonitor(group: Any, ref: Any, scope: str = DEFAULT_SCOPE) -> str:
     """Stop watching ``group`` under ``ref``; answers ``"ok"``."""
     return gen_server.call(_server(scope), ("demonitor", group, P.me(), ref))
 
+
+def _stop_default_scope() -> None:
+    pid = whereis(DEFAULT_SCOPE)
+    if pid is not None:
+        gen_server.stop(pid)
+
+
+_dist.on_start(start, _stop_default_scope)  # every node runs the default scope, from its start

@@ -18,8 +18,8 @@ cookie handshake (:mod:`ensemble.decide.handshake`), optionally inside TLS (:cla
 refs and aliases crossing as themselves (the wire: :mod:`ensemble.dist.codec`, never pickle);
 links, monitors and exit signals across nodes, and ``noconnection`` when a node is lost;
 gen_server calls across nodes; :func:`spawn_on` and :mod:`ensemble.rpc`, limited by each node's
-``allow``; process groups (:mod:`ensemble.pg`).  global and the OS-process dispatcher come
-next.
+``allow``; process groups (:mod:`ensemble.pg`) and global names (:mod:`ensemble.global_`).
+The OS-process dispatcher comes next.
 """
 
 from __future__ import annotations
@@ -124,13 +124,37 @@ def start(name: str, *, cookie: str | None = None, listen: str = "127.0.0.1:0", 
     NODE_STATE.node = node
     _terms.NODE = full
     P.REMOTE = node
+    for hook in list(START_HOOKS):
+        hook()
     return full
+
+
+#: Called with no argument once a node has started (and services imported later call theirs at
+#: once): how :mod:`ensemble.global_` and :mod:`ensemble.pg` start their servers on every node.
+START_HOOKS: list = []
+#: Called with no argument before a node stops: the services stop their servers.
+STOP_HOOKS: list = []
+
+
+def on_start(hook: Any, stop: Any = None) -> None:
+    """Run ``hook()`` whenever this OS process becomes a node (now, if it is one), and
+    ``stop()`` before it stops being one."""
+    START_HOOKS.append(hook)
+    if stop is not None:
+        STOP_HOOKS.append(stop)
+    if NODE_STATE.node is not None:
+        hook()
 
 
 def stop() -> None:
     """Stop being a node: close every connection (peers see nodedown) and unregister.  Local
     processes run on; this node is ``nonode@nohost`` again."""
     node = _running()
+    for hook in list(STOP_HOOKS):
+        try:
+            hook()
+        except Exception:  # noqa: BLE001 - a service that fails to stop does not keep the node up
+            pass
     NODE_STATE.node = None
     P.REMOTE = None
     _terms.NODE = _terms.NO_NODE

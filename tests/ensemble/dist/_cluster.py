@@ -15,9 +15,10 @@ B = "b@127.0.0.1"
 class Child:
     """A node in a child OS process (tests/ensemble/dist/_node_child.py)."""
 
-    def __init__(self, name: str, cookie: str, epmd_port: int, tls: tuple = ()) -> None:
+    def __init__(self, name: str, cookie: str, epmd_port: int, tls: tuple = (), env: dict | None = None) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, CHILD, name, cookie, str(epmd_port), *tls],
+            env={**os.environ, **(env or {})},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )
         line = self._readline()

@@ -14,7 +14,7 @@ import gevent  # noqa: E402
 from gevent.os import tp_read  # noqa: E402
 
 import ensemble as e  # noqa: E402
-from ensemble import dist, gen_server, pg  # noqa: E402
+from ensemble import dist, gen_server, global_, pg  # noqa: E402
 
 
 def worker(report_to) -> None:
@@ -50,6 +50,9 @@ def echo() -> None:
             member = e.spawn(e.receive)  # waits for one message, then exits normally
             pg.join(m[2], member)
             e.send(m[1], ("pg_joined", member))
+        elif type(m) is tuple and m and m[0] == "global_register":  # (.., from, name): a new process
+            member = e.spawn(e.receive)
+            e.send(m[1], ("global_registered", global_.register_name(m[2], member), member))
         elif type(m) is tuple and m and m[0] == "big":  # ("big", to, size): a message of size bytes
             e.send(m[1], ("big", b"x" * m[2]))
         elif type(m) is tuple and m and m[0] == "spawn":  # ("spawn", from, tag[, name])
@@ -90,6 +93,10 @@ def main() -> None:
     e.register("echo", pid)
     gen_server.start(Counter, name="counter")
     pg.start()
+    if os.environ.get("CHILD_GLOBAL"):  # a global name registered before any connection
+        claimant = e.spawn(e.receive)
+        e.register("claimant", claimant)  # also here, so the other node can watch it
+        global_.register_name(os.environ["CHILD_GLOBAL"], claimant)
     print("ready", dist.creation(), flush=True)
     while tp_read(0, 1):  # serve until stdin closes (the test ended) or a kill
         pass

@@ -32,3 +32,9 @@ def pg_members(group):
     from ensemble import pg
 
     return pg.get_members(group)
+
+
+def global_whereis(name):
+    from ensemble import global_
+
+    return global_.whereis_name(name)
