@@ -21,6 +21,7 @@ from .errors import (
     DeterminismError,
     NotFound,
     NotSerializable,
+    ShardCrashed,
     StepFailed,
     StorageError,
     Terminated,
@@ -232,13 +233,28 @@ class Ctx:
             retry = _NO_RETRY
         elif type(retry) is not Retry:
             raise TypeError(f"retry is a fusee.Retry, not {retry!r}")
-        op = self._begin(STEP, name)
-        if type(op) is Replay:
-            return op.result()
         st = self._st
-        seq = op.seq
-        attempt = op.attempts + 1
-        retry_at = op.retry_at
+        # _begin, inlined (once per step), with the machine's answer for an operation it knows nothing of
+        # being its bare seq (no Live built)
+        if st.determinism is not None:
+            raise st.determinism
+        if st.status != RUNNING:
+            raise Terminated(None)
+        if st.parking:  # unwinding to park (a finally in workflow code): record nothing
+            raise _Parked()
+        if st.deadline is not None and st.past_deadline():
+            raise _Deadline()
+        try:
+            op = st.machine.begin_new(STEP, name)
+        except DeterminismError as e:
+            st.determinism = e
+            raise
+        if type(op) is int:
+            seq, attempt, retry_at = op, 1, None
+        elif type(op) is Replay:
+            return op.result()
+        else:
+            seq, attempt, retry_at = op.seq, op.attempts + 1, op.retry_at
         host = st.host
         fn = host.step_body(st.wtype, name, fn)
         takes = _takes_step_context(fn)
@@ -250,7 +266,7 @@ class Ctx:
                     if clock.now() >= retry_at:
                         break
                     self._pause(retry_at)
-            if not read_only:
+            if not read_only and host.journal.path is not None:  # in memory every record is durable at once
                 st.await_durable()
             try:
                 if takes:
@@ -268,10 +284,15 @@ class Ctx:
                 attempt += 1
                 continue
             try:
-                st.append(r.Step(st.run, seq, name, attempt, "ok", value))
+                st.append_step(seq, name, attempt, value)
             except NotSerializable as exc:  # nothing recorded: name the step, and the path inside its result
                 raise _result_refused(exc, name) from None
-            self._settled(seq)  # a cancel recorded while the body ran (before the Step) lands here, as on replay
+            # _settled, inlined: a cancel recorded while the body ran (before the Step) lands here, as on replay
+            if st.deadline is not None and st.past_deadline():
+                raise _Deadline()
+            c = st.machine.settle(seq)
+            if c is not None:
+                raise c
             return value
 
     def sleep(self, name: str, d: Any) -> None:
@@ -483,9 +504,9 @@ def _deliver_send(host: "Host", sender: str, rec: r.Send) -> None:
             return
         except NotFound:
             return
-        except StorageError:
-            # the target's disk refused it: the Send is durable, so deliver it again once the disk works
-            # (the target's dedup keeps one); a pause between tries, doubled up to 2 s
+        except (StorageError, ShardCrashed):
+            # the target's disk refused it (or its server crashed with it): the Send is durable, so deliver
+            # it again once the disk works (the target's dedup keeps one); a pause between tries, doubled up to 2 s
             if host.closed:
                 raise
             _e.receive(lambda m: NOMATCH, timeout=pause)

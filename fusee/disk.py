@@ -34,9 +34,11 @@ class Disk:
 
     def write(self, fd: int, data: bytes | memoryview) -> None:
         """Write all of ``data`` at the file position (short writes continue)."""
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        n = os.write(fd, data)
+        if n < len(data):
+            view = memoryview(data)[n:]
+            while view:
+                view = view[os.write(fd, view) :]
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> None:
         """Write all of ``data`` at ``offset``."""

@@ -40,7 +40,6 @@ from typing import Any, Iterable
 
 import ensemble as _e
 from ensemble import NOMATCH, TIMEOUT
-from ensemble import gen_server as _gs
 
 from . import concurrency as _concurrency
 from . import directory as _directory
@@ -48,7 +47,7 @@ from . import delay as _delay
 from . import durations as _durations
 from . import parking as _parking
 from . import store as _store
-from .errors import Error, NotFound, StorageError
+from .errors import EngineFailed, Error, NotFound, StorageError
 from .disk import DISK, Disk
 from .journal import DEFAULT_SEGMENT_SIZE, Journal
 from .workflow import (
@@ -66,7 +65,7 @@ from .workflow import (
 from .ctx import Ctx, StepContext
 from .run_state import _DONE, RUNNING, STATUSES, _RunState
 from .shard import _VOID
-from .host import Host, StepHook
+from .host import RESTART_INTENSITY, Host, StepHook
 
 __all__ = [
     "Workflow",
@@ -108,7 +107,7 @@ class Run:
 
     def result(self, timeout: float | None = None) -> Any:
         """The run's value once its ``Done`` is durable; raises what it ended with, ``TimeoutError`` after ``timeout``."""
-        return self.engine._result_of(self._st, timeout)
+        return self.engine.result_of(self, timeout)
 
 
 class _Following(Run):
@@ -128,6 +127,14 @@ class _Following(Run):
 
     def result(self, timeout: float | None = None) -> Any:
         return self.engine.result(self.id, timeout)
+
+
+def _unalias(a: Any) -> None:
+    """Stop alias ``a`` and drop its ``(_DONE, a)`` if one came meanwhile (a wait given up, a start
+    refused after the run was watched): nothing stray is left in the caller's mailbox."""
+    _e.unalias(a)
+    msg = (_DONE, a)
+    _e.receive(lambda m: m if m == msg else NOMATCH, timeout=0)
 
 
 def _builtin_workflows() -> list[Workflow]:
@@ -170,6 +177,7 @@ class Engine:
         retention: float | None = None,
         checkpoint_on_shutdown: bool = True,
         disk: Disk = DISK,
+        restart_intensity: tuple[int, float] = RESTART_INTENSITY,
     ) -> "Engine":
         """Open the engine on directory ``path`` (``None``: in memory), recovering every unfinished run.
 
@@ -198,6 +206,13 @@ class Engine:
         (``result`` raises :class:`NotFound`).  A directory's clean
         :meth:`shutdown` writes checkpoints (unless ``checkpoint_on_shutdown``
         is False), read back here (:mod:`fusee.store`).
+
+        Shard servers are supervised (``one_for_one``): one that crashes (a bug of fusee's) is
+        restarted with its shard's runs rebuilt from the journal as an open does, and they resume.
+        A call it crashed with raises :class:`ShardCrashed` (retry it idempotently); a result being
+        waited for is answered once the run ends.  More than ``restart_intensity`` = ``(restarts,
+        seconds)`` restarts within that time and the engine fails: every call raises
+        :class:`EngineFailed` (shut down and open again; nothing acknowledged is lost).
         """
         return open_engine(
             path,
@@ -212,23 +227,39 @@ class Engine:
             retention=retention,
             checkpoint_on_shutdown=checkpoint_on_shutdown,
             disk=disk,
+            restart_intensity=restart_intensity,
             engine_type=cls,
         )
 
-    def _result_of(self, st: _RunState, timeout: float | None) -> Any:
+    def result_of(self, run: Run, timeout: float | None = None) -> Any:
+        """The result of the run ``run`` is a handle on (:meth:`Run.result`, which calls this)."""
+        return self._result_of(run._st, timeout)
+
+    def _result_of(self, st: _RunState, timeout: float | None, watching: Any = None) -> Any:
+        """``st``'s outcome once its end is durable (``watching``: an alias its shard server already sends
+        ``(_DONE, alias)`` to when it ends; the caller's to unalias).  A ``(_DONE, alias)`` also comes when
+        the server crashed and is back (its successor has the run: watch it again) or the engine failed."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             if st.status == RUNNING:
-                a = _e.alias()
+                a = watching
                 try:
-                    if not self.host.call(st.shard, ("watch", st, a)):
+                    if a is None:
+                        a = _e.alias()
+                        ended = self.host.watch(st, a)
+                    else:
+                        watching, ended = None, False
+                    if not ended:
                         msg = (_DONE, a)
                         left = None if deadline is None else max(0.0, deadline - time.monotonic())
                         got = _e.receive(lambda m: m if m == msg else NOMATCH, timeout=left)
                         if got is TIMEOUT:
                             raise TimeoutError(f"run {st.id!r} has not ended within {timeout} s")
                 finally:
-                    _e.unalias(a)
+                    if a is not None:
+                        _unalias(a)
+                if st.status == RUNNING:
+                    continue  # not ended: its shard server crashed and is back (or the engine failed)
             lsn = st.done_lsn
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not self.host.journal.wait_durable(st.shard, lsn, timeout=left):  # StorageError: its end was voided
@@ -238,7 +269,7 @@ class Engine:
             # a failed write voided its end after we looked: it runs again (fusee.shard._rollback)
         if st.status == "continued":  # follow the chain to its last run
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            return self._result_of(self.host.call(st.shard, ("successor", st)), left)
+            return self._result_of(self.host.call(st.shard, ("successor", st), again=True), left)
         kind, value = st.outcome  # type: ignore[misc]
         if kind == "ok":
             return value
@@ -316,7 +347,31 @@ class Engine:
     ) -> Any:
         """Start and wait for the result in one call (``timeout``: how long to wait here; ``run_timeout``:
         the run's own deadline, as ``start(timeout=)``)."""
-        return self.start(wf, id, input, id_policy, delay=delay, at=at, timeout=run_timeout).result(timeout)
+        w = self.host.workflow(wf)
+        if delay is not None or at is not None or getattr(w, "concurrency", None) is not None:
+            return self.start(wf, id, input, id_policy, delay=delay, at=at, timeout=run_timeout).result(timeout)
+        shard = self.host.shard_of(id)
+        policy = IdPolicy.DEFAULT if id_policy is None else id_policy  # type: ignore[attr-defined]
+        if type(policy) is not IdPolicy:
+            raise TypeError(f"id_policy is a fusee.IdPolicy, not {policy!r}")
+        deadline = None if run_timeout is None else self.host.clock.now() + _durations.parse(run_timeout)
+        # one request starts the run and has its end sent here (not a start, then a watch)
+        a = _e.alias()
+        try:
+            st, lsn, ended = self.host.call(shard, ("start_watch", a, w, id, input, policy, deadline))
+        except BaseException:
+            _unalias(a)
+            raise
+        if ended:
+            _unalias(a)
+            a = None
+        try:
+            self.host.wait_durable(shard, lsn)
+        except BaseException:
+            if a is not None:
+                _unalias(a)
+            raise
+        return self._result_of(st, timeout, a)
 
     def run(self, id: str) -> Run:
         """A handle on the latest run of workflow ID ``id``."""
@@ -355,8 +410,8 @@ class Engine:
 
     def _lookup(self, id: str) -> _RunState | None:
         """The latest run of ``id``, or None."""
-        try:
-            return self.host.call(self.host.shard_of(id), ("run_of", id))
+        try:  # a lookup: asked again of a restarted server (a result waits across a restart)
+            return self.host.call(self.host.shard_of(id), ("run_of", id), again=True)
         except NotFound:
             return None
 
@@ -531,21 +586,25 @@ class Engine:
         out["recovered_checkpoint_records"] = self.host.recovery["checkpoint_records"]
         return out
 
-    def _park_now(self, force: bool = True) -> None:
-        """(Tests, benchmarks) run every shard's parking decision now; ``force``: park every paused run."""
+    def park_now(self, force: bool = True) -> None:
+        """Run every shard's parking decision now (tests, benchmarks, the test kit's virtual time);
+        ``force``: park every paused run."""
         for shard in range(self.shards):
             self.host.call(shard, ("park_now", force))
 
-    def _next_wakeup(self) -> float | None:
-        """(The test kit) the engine time of the next parking event on any shard (None: none)."""
+    _park_now = park_now
+
+    def next_wakeup(self) -> float | None:
+        """The engine time of the next parking event on any shard: a parked run due to wake, a waiting
+        run due to be parked (None: none).  The test kit's virtual time skips to it."""
         due = [t for t in (self.host.call(shard, ("next_wakeup",)) for shard in range(self.shards)) if t is not None]
         return min(due) if due else None
 
     def _checkpoint_all(self) -> list[int]:
         """Write every shard's checkpoint (runs stopped) once the journal is durable through it; its LSNs."""
         lsns = []
-        for shard, pid in enumerate(self.host.servers):
-            cp = self.host.call_server(pid, ("checkpoint",))
+        for shard in range(self.shards):
+            cp = self.host.call(shard, ("checkpoint",))
             if cp.lsn:
                 self.host.journal.wait_durable(shard, cp.lsn)
             _store.write(os.path.join(self.host.journal.path, f"shard-{shard}"), cp, self.host.journal.disk)
@@ -563,18 +622,21 @@ class Engine:
             return
         lsns: list[int] = []
         try:
-            for pid in self.host.servers:
-                self.host.call_server(pid, ("stop_runs",))
-            if self._checkpoint_on_shutdown and self.host.journal.path is not None and self.host.servers:
-                try:
-                    lsns = self._checkpoint_all()
-                except (OSError, StorageError) as exc:
-                    # nothing is lost: the log holds every record, the next open replays it
-                    warnings.warn(f"fusee: no checkpoint written ({exc}); the next open replays the log", RuntimeWarning, 2)
-                    lsns = []
-            for pid in self.host.servers:
-                _gs.stop(pid)
+            try:
+                if self.host.failed is None:  # a failed engine's runs are stopped already: close its journal
+                    for shard in range(self.shards):
+                        self.host.call(shard, ("stop_runs",))
+                if self._checkpoint_on_shutdown and self.host.journal.path is not None:
+                    try:
+                        lsns = self._checkpoint_all()
+                    except (OSError, StorageError) as exc:
+                        # nothing is lost: the log holds every record, the next open replays it
+                        warnings.warn(f"fusee: no checkpoint written ({exc}); the next open replays the log", RuntimeWarning, 2)
+                        lsns = []
+            except EngineFailed:
+                lsns = []  # its servers are gone: no checkpoint, the next open replays the log
         finally:
+            self.host.stop_servers()
             self.host.closed = True
             self.host.journal.close(keep_lock=True)
         try:
@@ -609,6 +671,7 @@ def open_engine(
     checkpoint_on_shutdown: bool = True,
     disk: Disk = DISK,
     step_hook: StepHook | None = None,
+    restart_intensity: tuple[int, float] = RESTART_INTENSITY,
     engine_type: "type[Engine] | None" = None,
 ) -> "Engine":
     """:meth:`Engine.open` (its options and errors), plus what the test kit passes: ``step_hook``
@@ -623,6 +686,15 @@ def open_engine(
             raise ValueError(f"{name} is None or a number of seconds >= 0, not {v!r}")
     if memory_budget is not None and (type(memory_budget) is not int or memory_budget < 0):
         raise ValueError(f"memory_budget is None or an int >= 0 (bytes), not {memory_budget!r}")
+    if (
+        type(restart_intensity) is not tuple
+        or len(restart_intensity) != 2
+        or type(restart_intensity[0]) is not int
+        or restart_intensity[0] < 0
+        or type(restart_intensity[1]) not in (int, float)
+        or not restart_intensity[1] > 0
+    ):
+        raise ValueError(f"restart_intensity is (restarts >= 0, seconds > 0), not {restart_intensity!r}")
     if shards is not None and (type(shards) is not int or shards < 1):
         raise ValueError(f"shards is None or an int > 0, not {shards!r}")
     registry: dict[str, Workflow] = {}
@@ -685,6 +757,7 @@ def open_engine(
             checkpoints=checkpoints,
             step_hook=step_hook,
             servers=servers,
+            restart_intensity=restart_intensity,
         )
     except BaseException:
         journal.close()

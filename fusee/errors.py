@@ -32,6 +32,11 @@ class                  code                     means
                                                 call waited for were not written; retry later
 :class:`StorageFailed` ``"storage_failed"``     the disk failed (EIO, ...): the same, for any other
                                                 OS error of a write, sync, rollover or checkpoint
+:class:`ShardCrashed`  ``"shard_crashed"``      the shard server crashed handling the call: whether
+                                                it took effect is unknown; the shard is recovered
+                                                from its journal and restarted (retry idempotently)
+:class:`EngineFailed`  ``"engine_failed"``      shard servers crashed more often than the restart
+                                                intensity allows: the engine is down (reopen it)
 =====================  =======================  ===========================================
 
 A *failure* (``StepFailed.failure``, ``Failed.failure``) is a JSON value
@@ -64,6 +69,8 @@ __all__ = [
     "StorageError",
     "StorageFull",
     "StorageFailed",
+    "ShardCrashed",
+    "EngineFailed",
     "storage_error",
     "CODES",
     "failure_of",
@@ -340,6 +347,41 @@ class StorageFailed(StorageError):
         return f"storage failed: {self.op} {self.path}: {self.why or self.errno}"
 
 
+class ShardCrashed(Error):
+    """Shard ``shard``'s server crashed (``reason``: its exit reason, shown) while this call was with it.
+
+    Whether the request took effect is unknown: the server is restarted by its
+    supervisor with the shard's runs rebuilt from the journal (nothing
+    acknowledged is lost), so retry it idempotently (a start with
+    ``IdPolicy.ATTACH``, a signal with a ``dedup`` key).  Waits for results are
+    not affected: they are answered once the run ends after the restart."""
+
+    code = "shard_crashed"
+
+    def __init__(self, shard: int, reason: str) -> None:
+        super().__init__(shard, reason)
+        self.shard = shard
+        self.reason = reason
+
+    def _message(self) -> str:
+        return f"shard {self.shard}'s server crashed during the call ({self.reason}); it restarts from its journal: retry"
+
+
+class EngineFailed(Error):
+    """The shard servers crashed more often than the engine's restart intensity allows (``why``): their
+    supervisor gave up and every call raises this.  Nothing acknowledged is lost: shut the engine down
+    and open it again."""
+
+    code = "engine_failed"
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+    def _message(self) -> str:
+        return f"the engine has failed: {self.why}; shut it down and open it again"
+
+
 _FULL = (_errno.ENOSPC, getattr(_errno, "EDQUOT", -1))  # the errnos of a full disk (or quota)
 
 
@@ -371,6 +413,8 @@ CODES: Final[dict[str, type[Error]]] = {
         WrongLayout,
         StorageFull,
         StorageFailed,
+        ShardCrashed,
+        EngineFailed,
     )
 }
 """Each code to its class (the base's ``"error"`` is not listed)."""

@@ -176,6 +176,32 @@ class Journal:
         """The ``(lsn, body)`` records the open found in ``shard``, in LSN order."""
         return list(self._shard(shard).recovered)
 
+    def read_back(self, shard: int, after: int = 0) -> list[tuple[int, bytes]]:
+        """The ``(lsn, body)`` records of ``shard`` after LSN ``after`` (a checkpoint's) through the last
+        appended, in LSN order, read back from the disk once they are durable: what an open would recover
+        now.  The caller sees to it that nothing is appended to ``shard`` meanwhile (its shard server and
+        runs are stopped: :mod:`fusee.host` restarting a crashed shard server).  A record voided by a
+        failed write is not there.  In memory (no disk): ValueError, nothing is kept.  Raises
+        :class:`fusee.errors.Corrupt` for a missing or damaged record."""
+        if self.path is None:
+            raise ValueError("an in-memory journal keeps no records to read back")
+        s = self._shard(shard)
+        upto = s.next_lsn - 1
+        if upto > after:
+            try:
+                self.wait_durable(shard, upto)
+            except StorageError:
+                pass  # voided: the disk has what survived
+        return _files.read_back(s, after, min(upto, s.durable_lsn))
+
+    def refusing(self, shard: int) -> bool:
+        """Whether ``shard`` refuses appends since a failed write voided some (until :meth:`resume`)."""
+        return self._shard(shard).refusing is not None
+
+    def flushers(self) -> list[Any]:
+        """The pids of the shards' flusher processes (none in memory)."""
+        return [s.pid for s in self._shards if s.pid is not None]
+
     def where(self, shard: int, lsn: int) -> tuple[str, int]:
         """``(path, offset)`` of a recovered record's frame: where to point ``Corrupt`` at for a bad body."""
         for base, p, offsets in self._shard(shard).places:
@@ -198,6 +224,22 @@ class Journal:
                 s.records += 1
             return lsn
         return _commit.append(s, body)
+
+    def append_unkept(self, shard: int) -> int:
+        """In memory (``path`` None): the LSN of one more record, which is durable at once and whose bytes
+        nobody keeps, so the caller need not make them (:func:`fusee.records.check_record` checks that it
+        could).  ValueError on a journal with a disk (its records go through :meth:`append`)."""
+        if self.path is not None:
+            raise ValueError("a journal on disk keeps every record: append its bytes")
+        s = self._shards[shard]
+        with s.lock:
+            if self.closed:
+                raise ValueError("the journal is closed")
+            lsn = s.next_lsn
+            s.next_lsn = lsn + 1
+            s.durable_lsn = lsn
+            s.records += 1
+        return lsn
 
     def last_lsn(self, shard: int) -> int:
         """The LSN of the last record appended to ``shard`` (0 before any)."""

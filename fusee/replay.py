@@ -266,9 +266,11 @@ class History:
         "_cancel",
         "_cancel_turn",
         "_done",
+        "_children",
     )
 
     def __init__(self) -> None:
+        self._children = False  # a child operation is recorded (child_ops has something to find)
         self._lsns: list[int] = []
         self._records: list[Any] = []
         self._start: Any = None
@@ -337,6 +339,28 @@ class History:
         apply()
         self._lsns.append(lsn)
         self._records.append(rec)
+
+    def add_step(self, rec: Any, lsn: int) -> None:
+        """:meth:`add` for the ``Step`` a live step just recorded (once per step): its operation is new (the
+        machine numbered it, nothing was recorded for it), the run is open, its LSN the journal's latest;
+        only what could still be wrong is checked, else it goes the long way (:meth:`add`)."""
+        seq = rec.seq
+        if (
+            type(rec) is r.Step
+            and self._done is None
+            and self._start is not None
+            and rec.run == self._start.run
+            and seq not in self._ops
+            and type(lsn) is int
+            and self._lsns
+            and lsn > self._lsns[-1]
+        ):
+            self._ops[seq] = (rec, self._turns)
+            self._turns += 1
+            self._lsns.append(lsn)
+            self._records.append(rec)
+            return
+        self.add(rec, lsn)
 
     def _check_run(self, rec: Any, kind: str):
         """Check a run-wide record; return what adds it."""
@@ -426,6 +450,8 @@ class History:
                 new = Op(op.seq, op.kind, op.name, op.attempts + (rec,), op.armed, op.done, op.turn)
             elif kind == "Timer" or kind == "Wait" or kind == "Child":
                 new = Op(op.seq, op.kind, op.name, op.attempts, rec, op.done, op.turn)
+                if kind == "Child":
+                    self._children = True
             else:  # a completion: Step, Fired, Waited, Value, ChildDone, Send
                 if queue is not None:
                     self._consumed.append((seq, queue.popleft()))
@@ -554,6 +580,8 @@ class History:
 
     def child_ops(self) -> tuple[Op, ...]:
         """Every child operation the journal knows (completed or not), by ``seq``."""
+        if not self._children:
+            return ()
         found = [op for op in self._ops.values() if type(op) is not tuple and op.kind == CHILD]
         found.sort(key=lambda op: op.seq)
         return tuple(found)
@@ -663,6 +691,16 @@ class Machine:
             raise ValueError(f"operation {seq} has no recorded completion to take")
         self._handed += 1
         return _replay_of(op)
+
+    def begin_new(self, kind: str, name: Any) -> Replay | Live | int:
+        """:meth:`begin`, except that an operation the journal knows nothing of (the live case, once per
+        step) is answered with its ``seq`` alone, not a :class:`Live` with nothing recorded in it."""
+        seq = self._next
+        h = self.history
+        if seq not in h._ops and (h._cancel is None or self._cancel_delivered) and type(kind) is str and kind in KINDS:
+            self._next = seq + 1
+            return seq
+        return self.begin(kind, name)
 
     def begin(self, kind: str, name: Any) -> Replay | Live:
         """Number the operation the code starts and say what it resolves to.

@@ -9,6 +9,8 @@ import ensemble as _e
 from .errors import (
     Cancelled,
     DeterminismError,
+    EngineFailed,
+    ShardCrashed,
     Failed,
     NotSerializable,
     StorageError,
@@ -24,14 +26,17 @@ _STALLED = "fusee_stalled"  # exit reason (tag, error): a run's write (or its ch
 
 def _run_main(state: _RunState) -> None:
     """A run's process: the workflow function, then its ``Done`` (or, parked, nothing).  A
-    :class:`StorageError` ends the process with reason ``(_STALLED, error)``, nothing recorded: its
-    shard loads the run again after a pause."""
+    :class:`StorageError`, or a :class:`ShardCrashed` of a call to another shard, ends the process with
+    reason ``(_STALLED, error)``, nothing recorded: its shard loads the run again after a pause (and it
+    replays to the call, asking again)."""
     try:
         _run_body(state)
     except _Parked:
         pass
-    except StorageError as exc:
+    except (StorageError, ShardCrashed) as exc:
         _e.exit((_STALLED, exc))
+    except EngineFailed as exc:
+        _e.exit(("fusee_engine_failed", exc))
 
 
 def _run_body(state: _RunState) -> None:
@@ -58,8 +63,8 @@ def _run_body(state: _RunState) -> None:
         except _ContinueAsNew as c:
             state.host.call(state.shard, ("continue", state, c.input))
             return
-        except StorageError:
-            raise  # not the workflow's failure: the disk's (see _run_main)
+        except (StorageError, ShardCrashed, EngineFailed):
+            raise  # not the workflow's failure: the disk's, or a shard server's crash (see _run_main)
         except Exception as exc:
             if state.determinism is not None:
                 state.fail_unrecorded(state.determinism)

@@ -105,12 +105,35 @@ class _RunState:
             journal.wait_durable(self.shard, self.machine.gate())
 
     def append(self, rec: Any) -> int:
-        """Journal ``rec`` (encoding first: ``NotSerializable`` records nothing) and feed it to the machine."""
+        """Journal ``rec`` (encoding first: ``NotSerializable`` records nothing) and feed it to the machine.
+        In memory nothing keeps the bytes: the record is only checked (:func:`fusee.records.check_record`)."""
         if self.status != RUNNING:
             raise Terminated(f"run {self.run} of {self.id!r} has ended ({self.status})")
-        body = r.encode_record(rec)
-        lsn = self.host.journal.append(self.shard, body)
-        self.machine.record(rec, lsn)
+        journal = self.host.journal
+        if journal.path is None:
+            r.check_record(rec)
+            lsn = journal.append_unkept(self.shard)
+        else:
+            lsn = journal.append(self.shard, r.encode_record(rec))
+        self.machine.history.add(rec, lsn)
+        return lsn
+
+    def append_step(self, seq: int, name: str, attempt: int, value: Any) -> int:
+        """:meth:`append` of ``Step(run, seq, name, attempt, "ok", value)`` for a live step that just ran (once
+        per step, so the short way: the step record built directly, in memory only its name and value
+        checked)."""
+        if self.status != RUNNING:
+            raise Terminated(f"run {self.run} of {self.id!r} has ended ({self.status})")
+        journal = self.host.journal
+        if journal.path is None:
+            r.check_step(name, value)
+            rec = r.new_step(self.run, seq, name, attempt, "ok", value)
+            lsn = journal.append_unkept(self.shard)
+        else:
+            body = r.encode_step(self.run, seq, name, attempt, value)  # NotSerializable: nothing recorded
+            rec = r.new_step(self.run, seq, name, attempt, "ok", value)
+            lsn = journal.append(self.shard, body)
+        self.machine.history.add_step(rec, lsn)
         return lsn
 
     def finish(self, status: str, payload: Any, outcome: tuple[str, Any]) -> int:

@@ -30,7 +30,7 @@ from . import directory as _dir
 from . import segment as _seg
 from .journal_shard import ShardState
 
-__all__ = ["recover", "start", "allocate", "new_segment", "drop_spare", "start_spare", "close_files", "delete_before"]
+__all__ = ["recover", "read_back", "start", "allocate", "new_segment", "drop_spare", "start_spare", "close_files", "delete_before"]
 
 _SEG_NAME = re.compile(r"^(\d+)\.seg$")
 _ZEROS = bytes(1 << 20)
@@ -156,6 +156,35 @@ def recover(s: ShardState, after: int = 0) -> None:
     s.next_lsn = next_lsn
     s.durable_lsn = next_lsn - 1
     s.seg_number = max(numbers + [head.number if head else 0])  # numbers are never reused
+
+
+def read_back(s: ShardState, after: int, upto: int) -> list[tuple[int, bytes]]:
+    """Shard ``s``'s records ``after + 1 .. upto``, read back from its segment files while the journal is
+    open (:meth:`fusee.journal.Journal.read_back`).  ``upto`` is at most the durable LSN and nothing is
+    appended meanwhile, so every frame wanted was synced whole.  A segment whose header is still zero
+    (a spare) holds nothing; a segment whose header says the log holds less than was read before it
+    (a failed flush) voids the frames past that.  :class:`fusee.errors.Corrupt` if a record is missing."""
+    assert s.dir is not None
+    out: list[tuple[int, bytes]] = []
+    for n in _numbers(s.dir):
+        p = os.path.join(s.dir, f"{n}.seg")
+        try:
+            with open(p, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:  # deleted meanwhile (a checkpoint holds it)
+            continue
+        if _header_of(data, p) is None:
+            continue
+        sc = _seg.scan(data, p)
+        assert sc.header is not None
+        while out and out[-1][0] > sc.header.prior:  # a failed flush's frames: void
+            out.pop()
+        out.extend((fr.lsn, fr.body) for fr in sc.frames if after < fr.lsn <= upto)
+    lsns = [lsn for lsn, _ in out]
+    if lsns != sorted(set(lsns)) or (upto > after and lsns[-1:] != [upto] and s.void_after is None and not s.voided):
+        raise _corrupt(s.dir, 0, f"reading back records {after + 1}..{upto}: found {len(lsns)} "
+                       f"({lsns[:1]}..{lsns[-1:]}): records are missing")
+    return out
 
 
 def start(s: ShardState) -> None:

@@ -40,6 +40,7 @@ from .run_process import _STALLED, _run_main
 from .run_state import RUNNING, _origin_of, _RunState
 
 _TICK = "fusee_park_tick"  # the parking timer's message to its own shard server
+_RECLOSE = "fusee_reclose"  # (tag,): a shard server restarted; tellings of ended parents sent to it may be lost
 
 if TYPE_CHECKING:
     from .host import Host
@@ -54,6 +55,7 @@ _BACKOFF_MAX = 2.0
 CALLS: dict[str, str] = {
     # the API (fusee.engine) and the inner modules (fusee.ctx, fusee.run_process, fusee.concurrency)
     "start": "_start",  # (wf, id, input, policy[, deadline, parent, origin]) -> (run state, LSN of its Start)
+    "start_watch": "_start_watch",  # (alias, wf, id, input, policy, deadline) -> (run state, LSN, ended); as start, then watch
     "run_of": "_run_of",  # (id) -> the latest run's state (NotFound)
     "watch": "_watch",  # (run state, alias) -> True if it ended, else (_DONE, alias) is sent when it does
     "successor": "_successor",  # (run state that continued as new) -> the latest run of its ID
@@ -252,7 +254,17 @@ class _ShardServer(_gs.GenServer):
             self._rollback(msg[1], msg[3])
         elif msg == (_RETRY,):
             self._retry()
+        elif msg == (_RECLOSE,):
+            self._reclose()
         return ("noreply", state)
+
+    def _reclose(self) -> None:
+        """Another shard's server restarted (:meth:`fusee.host.Host._start_server`): what was told to it while
+        it was down is lost, so every ended parent here closes its children again (idempotent: a child's
+        server acts only on a running child this parent started), once its ``Done`` is durable."""
+        for st in self.all:
+            if st.status != RUNNING and st.machine.history.done is not None:
+                _close_children(st)
 
     # -- storage failures
 
@@ -584,18 +596,27 @@ class _ShardServer(_gs.GenServer):
         start = r.Start(
             run, id, wf.name, wf.version, self.host.clock.now(), input, policy.plain(), deadline, parent, origin
         )
-        body = r.encode_record(start)  # NotSerializable: nothing recorded, nothing terminated
+        journal = self.host.journal
+        # NotSerializable: nothing recorded, nothing terminated (in memory nothing keeps the bytes: checked only)
+        body = r.encode_record(start) if journal.path is not None else r.check_record(start)
         if ending is not None:
             self._terminate(id, "terminated by a new start (IdPolicy terminate)")
         self.next_run = run + 1
         st = _RunState(self.host, self.shard, start, Machine(), wf)
-        lsn = self.host.journal.append(self.shard, body)
+        lsn = journal.append(self.shard, body) if body is not None else journal.append_unkept(self.shard)
         st.machine.record(start, lsn)
         st.start_lsn = lsn
         self.runs[id] = st
         self.all.append(st)
         self._spawn(st)
         return st, lsn
+
+    def _start_watch(
+        self, a: Any, wf: Workflow, id: str, input: Any, policy: IdPolicy, deadline: float | None
+    ) -> tuple[_RunState, int, bool]:
+        """``start``, then ``watch`` the run it answers with (``Engine.execute``: one request, not two)."""
+        st, lsn = self._start(wf, id, input, policy, deadline)
+        return st, lsn, self._watch(st, a)
 
     def _run_of(self, id: str) -> _RunState:
         return self._find(id)

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 
 import ensemble as _e
 from ensemble import NOMATCH, TIMEOUT
-from gevent import monkey as _monkey
+from ensemble.threads import allocate_lock as _allocate_lock
 
 from . import records as _r
 from .disk import OPS, Disk
@@ -49,7 +49,6 @@ __all__ = [
     "FaultyDisk",
 ]
 
-_allocate_lock = _monkey.get_original("_thread", "allocate_lock")
 _WAKE = "fusee_wake"
 SEGMENT_SIZE = 1 << 20  # small segments keep every open (and crash_everywhere's many opens) quick
 
@@ -249,7 +248,7 @@ class TestEngine:
         j = self.engine.host.journal
         return tuple(j.durable_lsn(s) for s in range(self.shards))
 
-    def _result_of(self, st: Any, timeout: float | None) -> Any:
+    def result_of(self, run: Run, timeout: float | None = None) -> Any:
         """:meth:`Run.result`'s wait, skipping virtual time whenever nothing progresses for ``idle`` s.
 
         ``timeout`` is in real seconds (None: no limit).
@@ -259,7 +258,7 @@ class TestEngine:
             seen = self._progress()
             wait = self.idle if deadline is None else min(self.idle, max(0.0, deadline - time.monotonic()))
             try:
-                return self.engine._result_of(st, wait)
+                return self.engine.result_of(run, wait)
             except TimeoutError:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise
@@ -270,25 +269,30 @@ class TestEngine:
         """Jump to the next virtual deadline: a run paused on the clock, or a parking event (a parked
         run due to wake, a waiting run due to be parked), whichever comes first; False if none."""
         at = self.clock.next_deadline()
-        parking = self.engine._next_wakeup() if self.engine.host.parking.park_after is not None else None
+        parking = self.engine.next_wakeup() if self.engine.host.parking.park_after is not None else None
         if parking is not None and (at is None or parking < at):
             at = parking
         if at is None:
             return False
         self.clock.advance_to(at)
         if parking is not None:
-            self.engine._park_now(False)  # the shards' own ticks are armed in real time
+            self.engine.park_now(False)  # the shards' own ticks are armed in real time
         return True
 
     # -- the engine API with virtual-time waits
 
     def start(self, wf: Any, id: str, input: Any = None, id_policy: IdPolicy | None = None) -> Run:
         """:meth:`fusee.Engine.start`; the handle's ``result()`` skips virtual time."""
-        return Run(self, self.engine.start(wf, id, input, id_policy)._st)  # type: ignore[arg-type]
+        return self._own(self.engine.start(wf, id, input, id_policy))
 
     def run(self, id: str) -> Run:
         """:meth:`fusee.Engine.run`; the handle's ``result()`` skips virtual time."""
-        return Run(self, self.engine.run(id)._st)  # type: ignore[arg-type]
+        return self._own(self.engine.run(id))
+
+    def _own(self, run: Run) -> Run:
+        """A handle on the run ``run`` is a handle on, whose waits go through this test engine (skipping
+        virtual time)."""
+        return Run(self, run._st)  # type: ignore[arg-type]
 
     def result(self, id: str, timeout: float | None = None) -> Any:
         """The result of the latest run of ``id``, skipping virtual time; ``timeout`` in real seconds."""
@@ -320,21 +324,8 @@ class TestEngine:
     def crash(self) -> None:
         """Emulate a crash in-process: kill every process of the engine abruptly, drop every record not yet
         durable and close the files (nothing is flushed).  :meth:`reopen` recovers."""
-        eng = self.engine
-        if eng.closed:
-            return
-        eng.host.closed = True
-        j = eng.host.journal
-        homes = {j.home(s) for s in range(self.shards)}
-        flushers = {s.pid for s in j._shards}
-        doomed = [
-            p for p in _e.processes() if p not in flushers and _e.process_info(p, "dispatcher") in homes
-        ]
-        for p in doomed:
-            _e.exit(p, "kill")
-        for p in doomed:
-            _e.exit_reason(p)
-        j.abandon()
+        if not self.engine.closed:
+            self.engine.host.abandon()
 
     def reopen(self) -> "TestEngine":
         """Shut the engine down (if it is open) and open it again on the same directory, clock and mocks."""
@@ -613,13 +604,13 @@ def parked_memory(n: int, shards: int = 4, trace_memory: bool = True) -> dict[st
             wait_until(lambda: engine.metrics()["runs_waiting"] == n, what=f"{n} runs waiting")
             loaded = traced()
             t1 = time.perf_counter()
-            engine._park_now(True)
+            engine.park_now(True)
             wait_until(lambda: engine.metrics()["runs_parked"] == n, what=f"{n} runs parked")
             m = engine.metrics()
             parked = traced()
             t2 = time.perf_counter()
             clock.advance_to(at)  # the instant comes: every parked run is due at once
-            engine._park_now(False)
+            engine.park_now(False)
             done = sum(1 for i in range(n) if engine.result(f"p{i}", timeout=600) == 1)
             t3 = time.perf_counter()
         finally:

@@ -619,12 +619,12 @@ def hold_child_start(eng, id):
     orig = eng.host.call
     armed = [True]
 
-    def _call(shard, request):
+    def _call(shard, request, **kw):
         if armed[0] and request[0] == "child" and request[1].id == id:
             armed[0] = False
             tell("asking", e.self())
             assert e.receive(lambda m: m if m == "proceed" else NOMATCH, timeout=10) == "proceed"
-        return orig(shard, request)
+        return orig(shard, request, **kw)
 
     eng.host.call = _call
 

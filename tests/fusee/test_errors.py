@@ -27,6 +27,8 @@ from fusee.errors import (
     WrongLayout,
     StorageFull,
     StorageFailed,
+    ShardCrashed,
+    EngineFailed,
     failure_of,
 )
 
@@ -49,6 +51,8 @@ CASES = [
     (WrongLayout, ("/data", "it was made with shards=4"), ("path", "why"), "wrong_layout"),
     (StorageFull, ("writing", "/data/shard-0/3.seg", 28, "No space left on device"), ("op", "path", "errno", "why"), "storage_full"),
     (StorageFailed, ("writing", "/data/shard-0/3.seg", 5, "Input/output error"), ("op", "path", "errno", "why"), "storage_failed"),
+    (ShardCrashed, (2, "RuntimeError('bug')"), ("shard", "reason"), "shard_crashed"),
+    (EngineFailed, ("3 restarts in 5 s",), ("why",), "engine_failed"),
 ]
 
 

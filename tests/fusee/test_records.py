@@ -367,3 +367,68 @@ def test_cyclic_and_deep_payloads_take_the_full_path():
     for _ in range(200):
         deep = [deep]
     assert encode_record(Step(1, 2, "s", 1, "ok", deep)) == records._encode_full(Step(1, 2, "s", 1, "ok", deep))
+
+
+# -- check_record: what an in-memory journal does instead of encoding ----------------------------
+
+_hostile = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.just(10**5000),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
+    st.just("\udc80"),
+    st.just("é" * 300),
+    st.sets(st.integers(), max_size=2),
+    st.binary(max_size=3),
+    st.lists(st.one_of(st.integers(), st.text(max_size=3), st.just("\udc80"), st.floats()), max_size=20),
+    st.dictionaries(st.one_of(st.text(max_size=3), st.integers(), st.just("\udc80")),
+                    st.one_of(st.integers(), st.text(max_size=3), st.none(), st.just(float("nan"))), max_size=20),
+)
+
+
+def _raised(fn, *args):
+    try:
+        fn(*args)
+    except Exception as exc:  # the error's type and path are what must agree
+        return (type(exc), getattr(exc, "path", None))
+    return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(payload=_hostile, name=st.one_of(st.text(max_size=4), st.just("\udc80")), run=st.one_of(st.integers(-1, 3), st.just("1")))
+def test_check_record_refuses_exactly_what_encode_record_refuses(payload, name, run):
+    """check_record (in memory: no bytes kept) raises what encode_record would, and nothing when it would not."""
+    recs = [
+        Step(run, 0, name, 1, "ok", payload),
+        records.new_step(0, 3, name, 1, "ok", payload),
+        Start(run, name, "t", 1, 1.0, payload, ["fail", "fail"], None, {"shard": 0, "id": name}, None),
+        Done(run, "completed", 2.0, payload),
+        Signal(0, name, None, payload),
+    ]
+    for rec in recs:
+        assert _raised(records.check_record, rec) == _raised(records.encode_record, rec), rec
+    assert _raised(records.check_step, name, payload) == _raised(records.encode_record, Step(0, 0, name, 1, "ok", payload))
+
+
+def test_new_step_is_the_same_step():
+    a, b = records.new_step(1, 2, "s", 1, "ok", [1]), Step(1, 2, "s", 1, "ok", [1])
+    assert (type(a), a, hash(records.new_step(1, 2, "s", 1, "ok", 5))) == (Step, b, hash(Step(1, 2, "s", 1, "ok", 5)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.seq = 3  # type: ignore[misc]
+
+
+@settings(max_examples=300, deadline=None)
+@given(payload=_hostile, name=st.one_of(st.text(max_size=4), st.just("\udc80")), seq=st.integers(0, 2**70))
+def test_encode_step_writes_what_encode_record_writes(payload, name, seq):
+    """encode_step (a step the engine recorded) gives the bytes encode_record gives, or raises the same."""
+    def both(fn, *args):
+        try:
+            return ("ok", fn(*args))
+        except Exception as exc:
+            return (type(exc), getattr(exc, "path", None))
+
+    assert both(records.encode_step, 3, seq, name, 2, payload) == both(
+        records.encode_record, Step(3, seq, name, 2, "ok", payload)
+    )

@@ -241,15 +241,21 @@ def test_each_failed_flush_of_runs_with_children_and_signals_loses_nothing(tmp_p
     assert errors == [] and acknowledged == {"p0": _expected(0), "p1": _expected(1)}
     flushes = disk.calls["fdatasync"]
     assert flushes >= 8
+    injected = 0
     for n in range(1, flushes + 1):
         path = str(tmp_path / f"f{n}")
         disk = FaultyDisk()
         disk.fail_at("fdatasync", n, errno.EIO if n % 2 else errno.ENOSPC)
         acknowledged, errors = {}, []
         _family(path, disk, acknowledged, errors)
-        assert all(isinstance(e, StorageError) for e in errors) and len(disk.failed) == 1, n
+        assert all(isinstance(e, StorageError) for e in errors), n
+        # How many flushes group commit makes depends on timing (which records share a batch): a run of
+        # the scenario that needed fewer than n had no failure to meet, and must simply be right.
+        assert len(disk.failed) == 1 or (disk.failed == [] and errors == [] and disk.calls["fdatasync"] < n), n
+        injected += len(disk.failed)
         assert _leftovers(path) == []
         with fusee.Engine.open(path, [parent, kid, two_steps]) as eng:
             for k in range(2):
                 assert eng.execute(parent, f"p{k}", k, fusee.IdPolicy.ATTACH, timeout=30) == _expected(k), n
                 assert eng.result(f"kid-{k}", timeout=30) == [k, k * 100], n
+    assert injected >= flushes - 4, (injected, flushes)  # nearly every flush of the scenario failed in turn
