@@ -311,12 +311,7 @@ def _routed(rt: Runtime, state: Any, sent: Any) -> tuple:
     participants, routes = rt.participants, rt.routes
     out = []
     for id_, events in sent:
-        pid = routes.get(id_, _ABSENT)
-        if pid is _ABSENT:
-            raise MissingSubscriptionRoute(id_)
-        handle = participants.get(pid, _ABSENT)
-        if handle is _ABSENT:
-            raise MissingParticipantRoute(pid)
+        handle = _handle_of(routes, participants, id_)[1]
         m = _new_object(Events)  # Deliver(handle, Events(id_, events)), built through the slots
         _set_events_id(m, id_)
         _set_events_events(m, events)
@@ -327,6 +322,17 @@ def _routed(rt: Runtime, state: Any, sent: Any) -> tuple:
     return _runtime(state, participants, routes, rt.owned), out
 
 
+def _handle_of(routes: Any, participants: Any, id_: Any) -> tuple[Any, Any]:
+    """``(participant, its handle)`` of subscription ``id_``; raises when either route is missing."""
+    pid = routes.get(id_, _ABSENT)
+    if pid is _ABSENT:
+        raise MissingSubscriptionRoute(id_)
+    handle = participants.get(pid, _ABSENT)
+    if handle is _ABSENT:
+        raise MissingParticipantRoute(pid)
+    return pid, handle
+
+
 def _settled(rt: Runtime, state: Any, gone: Any, sent: Any) -> tuple:
     """As :func:`_routed`, after a :class:`Cancelled` for each id in ``gone``, whose route goes."""
     if not gone:
@@ -334,12 +340,7 @@ def _settled(rt: Runtime, state: Any, gone: Any, sent: Any) -> tuple:
     participants, routes, owned = dict(rt.participants), dict(rt.routes), dict(rt.owned)
     out = []
     for id_ in gone:
-        pid = routes.get(id_, _ABSENT)
-        if pid is _ABSENT:
-            raise MissingSubscriptionRoute(id_)
-        handle = participants.get(pid, _ABSENT)
-        if handle is _ABSENT:
-            raise MissingParticipantRoute(pid)
+        pid, handle = _handle_of(routes, participants, id_)
         out.append(Deliver(handle, Cancelled(id_)))
         del routes[id_]
         left = owned[pid] - 1

@@ -215,14 +215,7 @@ class Journal:
             raise TypeError(f"a journal body is bytes, not {type(body).__name__}")
         s = self._shard(shard)
         if self.path is None:
-            with s.lock:
-                if self.closed:
-                    raise ValueError("the journal is closed")
-                lsn = s.next_lsn
-                s.next_lsn = lsn + 1
-                s.durable_lsn = lsn
-                s.records += 1
-            return lsn
+            return self._kept_in_memory(s)
         return _commit.append(s, body)
 
     def append_unkept(self, shard: int) -> int:
@@ -231,7 +224,10 @@ class Journal:
         could).  ValueError on a journal with a disk (its records go through :meth:`append`)."""
         if self.path is not None:
             raise ValueError("a journal on disk keeps every record: append its bytes")
-        s = self._shards[shard]
+        return self._kept_in_memory(self._shards[shard])
+
+    def _kept_in_memory(self, s: Any) -> int:
+        """In memory: the LSN of one more record of shard state ``s``, durable at once."""
         with s.lock:
             if self.closed:
                 raise ValueError("the journal is closed")
