@@ -360,7 +360,7 @@ class _StageServer(gen_server.GenServer):
 
     def _ensure_monitor(self, st: _State, participant: Hashable, recipient: Any) -> None:
         """Monitor a participant's recipient once (only a pid can be monitored)."""
-        if participant in st.monitors or type(recipient) is not e.Pid:
+        if participant in st.monitors or not isinstance(recipient, e.Pid):  # a remote pid too
             return
         ref = e.monitor(recipient)
         st.monitors[participant] = ref
