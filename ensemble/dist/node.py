@@ -73,13 +73,6 @@ def full_name(name: str) -> str:
     return name if "@" in name else f"{name}@{short_host()}"
 
 
-def _parse_listen(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"listen must be 'host:port', not {listen!r}")
-    return host, int(port)
-
-
 class Conn:
     """One established (or handshaking) connection to a peer node, on the node's carrier."""
 
@@ -531,10 +524,24 @@ class Node:
     # -- frames ------------------------------------------------------------------------------
 
     def on_frame(self, conn: Conn, payload: bytes) -> None:
-        """One envelope arrived on ``conn``."""
+        """One envelope arrived on ``conn``.
+
+        A frame that does not decode, or is not an envelope, raises (the connection is
+        dropped); an operation that fails is reported and the connection goes on.
+        """
         env = self.decode(payload)
         if type(env) is not tuple or not env or type(env[0]) is not str:
             raise _BadEnvelope(repr(env)[:200])
+        try:
+            self._dispatch(conn, env)
+        except _BadEnvelope:
+            raise
+        except Exception as why:  # noqa: BLE001 - one failed operation does not end the connection
+            _logger.report("dist_frame_failed", node=self.name, peer=conn.peer, op=env[0],
+                           reason=repr(why)[:200])
+
+    def _dispatch(self, conn: Conn, env: tuple) -> None:
+        """Carry out one envelope (see the module docstring's table)."""
         op = env[0]
         if op == "send" and len(env) == 4 and type(env[1]) is int and type(env[2]) is int:
             if env[2] == self.creation:

@@ -113,3 +113,29 @@ def test_two_nodes_dialling_each_other_at_once_keep_one_connection(epmd_port):
             e.unregister("here")
     finally:
         dist.stop()
+
+
+def test_an_operation_that_fails_is_reported_and_the_connection_goes_on(small_node_a, child_b, monkeypatch):
+    from ensemble import logger
+    from ensemble.dist.node import Node
+
+    reports = []
+    old = logger.set_handler(reports.append)
+
+    def broken(self, *args):
+        raise RuntimeError("this link fails here")
+
+    monkeypatch.setattr(Node, "_on_link", broken)
+    try:
+        me = e.self()
+        e.send(("echo", B), ("spawn", me, "w"))
+        worker = e.receive(lambda m: m[2] if type(m) is tuple and m[0] == "spawned" else NOMATCH, timeout=10)
+        e.send(worker, ("link", me))  # B links to us: the link operation fails on this node
+        assert e.receive(lambda m: m if type(m) is tuple and m[0] == "linked" else NOMATCH, timeout=10)
+        e.send(("echo", B), ("ping", me, 1))  # the connection goes on
+        assert e.receive(lambda m: m if type(m) is tuple and m[0] == "pong" else NOMATCH, timeout=10)
+        assert [B] == dist.nodes()
+    finally:
+        logger.set_handler(old)
+    failed = [r for r in reports if r["kind"] == "dist_frame_failed"]
+    assert failed and failed[0]["op"] == "link" and "this link fails here" in failed[0]["reason"]
