@@ -30,3 +30,14 @@ def child_b(epmd_port, node_a):
     c = Child(B, COOKIE, epmd_port)
     yield c
     c.close()
+
+
+@pytest.fixture(scope="module")
+def node_for_fuzz():
+    """A node that lives through a whole module (hypothesis calls its test many times)."""
+    server = epmd.EpmdServer(host="127.0.0.1", port=0)
+    server.start()
+    dist.start("fuzzed@127.0.0.1", cookie=COOKIE, epmd_port=server.port)
+    yield
+    dist.stop()
+    server.stop()

@@ -1,0 +1,47 @@
+"""A node's frame handling fuzzed: any payload is carried out, refused (the connection would be
+dropped), or reported as a failed operation; nothing else, and the node goes on.  (The decoder
+alone takes 10,000 inputs in test_codec.py; the whole node here, 1,500, to stay fast.)"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ensemble as e
+from ensemble import dist
+from ensemble.dist import codec
+from ensemble.dist.node import NODE_STATE, Conn, _BadEnvelope
+
+OPS = ["send", "send_named", "alias", "link", "unlink", "exit", "monitor", "monitor_named",
+       "demonitor", "down", "spawn", "spawned", "bogus"]
+
+leaves = st.one_of(st.none(), st.booleans(), st.integers(-3, 2**40), st.text(max_size=8),
+                   st.binary(max_size=8), st.floats(allow_nan=True))
+values = st.recursive(leaves, lambda inner: st.lists(inner, max_size=4) | st.lists(inner, max_size=4).map(tuple),
+                      max_leaves=10)
+envelopes = st.tuples(st.sampled_from(OPS)).flatmap(
+    lambda op: st.lists(values, max_size=6).map(lambda rest: (op[0], *rest)))
+payloads = st.one_of(st.binary(max_size=64), envelopes.map(codec.encode), values.map(codec.encode))
+
+
+class _Quiet:
+    """A connection stand-in: what a peer that is not a valid node name would be (nothing routes)."""
+
+    peer = "fuzzer"
+
+
+@settings(max_examples=1_500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(payloads)
+def test_any_frame_is_handled_refused_or_reported(node_for_fuzz, payload):
+    node = NODE_STATE.node
+    try:
+        node.on_frame(_Quiet(), payload)
+    except (codec.CodecError, _BadEnvelope):
+        pass  # the connection would be dropped: that is the answer to such a frame
+
+
+def test_the_node_still_works_after_the_fuzz(node_for_fuzz):
+    me = e.self()
+    e.send(me, "still here")
+    assert "still here" == e.receive(timeout=5)
+    assert dist.NODE_STATE.node is not None and Conn is not None
