@@ -377,13 +377,14 @@ def _how_much_worse(r: Result, baseline: dict[str, dict[str, Any]] | None) -> fl
     return r.ratio / base if r.lower_is_better else base / r.ratio
 
 
-def regressed(results: Sequence[Result], baseline: dict[str, dict[str, Any]] | None) -> list[Result]:
-    """The guarded results of ``results`` worse than ``baseline`` by more than their margin."""
+def regressed(results: Sequence[Result], baseline: dict[str, dict[str, Any]] | None) -> list[tuple[Result, float]]:
+    """``(result, how many times worse)`` for each guarded result of ``results`` worse than
+    ``baseline`` by more than its margin."""
     out = []
     for r in results:
         worse = _how_much_worse(r, baseline)
         if worse is not None and worse > (r.target.margin or NOISE_MARGIN):  # type: ignore[union-attr]
-            out.append(r)
+            out.append((r, worse))
     return out
 
 
@@ -397,9 +398,8 @@ def guard(results: Sequence[Result], baseline: dict[str, dict[str, Any]] | None)
     where the target had room to spare.
     """
     lines = []
-    for r in regressed(results, baseline):
+    for r, worse in regressed(results, baseline):
         base = baseline[r.key]["ratio"]  # type: ignore[index]
-        worse = _how_much_worse(r, baseline)
         margin = r.target.margin or NOISE_MARGIN  # type: ignore[union-attr]
         lines.append(
             f"[{r.number}] {r.title}: ratio {r.ratio:.3g} against the baseline's {base:.3g} "
@@ -561,8 +561,8 @@ def run(
         again = regressed(results, baseline)
         if not again:
             break
-        redo = sorted({_RESULT_SOURCE[r.key] for r in again if r.key in _RESULT_SOURCE})
-        for line in guard(again, baseline):
+        redo = sorted({_RESULT_SOURCE[r.key] for r, _ in again if r.key in _RESULT_SOURCE})
+        for line in guard([r for r, _ in again], baseline):
             print(f"  worse than the baseline, measuring again: {line}")
         fresh = {r.key: r for r in _measure(measurements, redo, args, echo=False)}
         results = [better(r, fresh[r.key]) if r.key in fresh else r for r in results]

@@ -41,7 +41,7 @@ from . import _sysmsg
 from .decide import gen_server as cb
 from . import logger as _logger
 from .decide import request as _request
-from ._exceptions import Badarg, Exit
+from ._exceptions import Badarg, Exit, StartError
 from ._links import demonitor, monitor
 from ._names import alias, send, unalias
 from ._passivate import passivate
@@ -130,6 +130,22 @@ def start(
     instantiate with no arguments.
     """
     return _start(server, False, name, timeout, trap_exit, hibernate_after, passivate_after, dispatcher)
+
+
+def _named_server(server: Any, name: str) -> Any:
+    """The pid registered as ``name``, starting ``server`` under it unless one runs: a node's
+    own service (pg's scope, global's registrar), which callers may start at once from many
+    processes; the one that loses the race gets the winner's pid."""
+    pid = P.NAMES.get(name)
+    if pid is not None:
+        return pid
+    try:
+        return start(server, name=name)
+    except StartError as err:
+        reason = err.reason
+        if type(reason) is tuple and len(reason) == 2 and reason[0] == "already_started":
+            return reason[1]
+        raise
 
 
 def start_link(

@@ -142,16 +142,7 @@ class _Registrar(gen_server.GenServer):
 
 
 def _registrar() -> Any:
-    pid = whereis(REGISTRAR)
-    if pid is not None:
-        return pid
-    try:
-        return gen_server.start(_Registrar, name=REGISTRAR)
-    except Exception:  # another caller started it meanwhile
-        pid = whereis(REGISTRAR)
-        if pid is None:
-            raise
-        return pid
+    return gen_server._named_server(_Registrar, REGISTRAR)
 
 
 def _everywhere() -> list[Any]:

@@ -99,11 +99,7 @@ class _Scope(gen_server.GenServer):
                 self._notify(group, "leave", left)
             return ("reply", "ok" if left else "not_joined", state)
         if kind == "members":
-            group = request[1]
-            out = list(self.local.get(group, []))
-            for groups in self.remote.values():
-                out.extend(groups.get(group, []))
-            return ("reply", out, state)
+            return ("reply", self._members(request[1]), state)
         if kind == "local_members":
             return ("reply", list(self.local.get(request[1], [])), state)
         if kind == "groups":
@@ -114,10 +110,7 @@ class _Scope(gen_server.GenServer):
         if kind == "monitor":
             _, group, who, ref = request
             self.watchers.setdefault(group, set()).add((who, ref))
-            out = list(self.local.get(group, []))
-            for groups in self.remote.values():
-                out.extend(groups.get(group, []))
-            return ("reply", out, state)
+            return ("reply", self._members(group), state)
         if kind == "demonitor":
             _, group, who, ref = request
             self.watchers.get(group, set()).discard((who, ref))
@@ -171,6 +164,13 @@ class _Scope(gen_server.GenServer):
                     self._notify(group, "leave", members)
         return ("noreply", state)
 
+    def _members(self, group: Any) -> list:
+        """Every member of ``group`` this node knows: its own first, then other nodes'."""
+        out = list(self.local.get(group, []))
+        for groups in self.remote.values():
+            out.extend(groups.get(group, []))
+        return out
+
     def _tell_others(self, msg: tuple) -> None:
         for node in _dist.nodes():
             send((self.scope, node), msg)
@@ -196,15 +196,7 @@ def start(scope: str = DEFAULT_SCOPE) -> Any:
     if type(scope) is not str:
         raise Badarg(f"a scope is a name (str), not {scope!r}")
     pid = whereis(scope)
-    if pid is not None:
-        return pid
-    try:
-        return gen_server.start(_Scope(scope), name=scope)
-    except Exception:  # another caller started it meanwhile
-        pid = whereis(scope)
-        if pid is None:
-            raise
-        return pid
+    return pid if pid is not None else gen_server._named_server(_Scope(scope), scope)
 
 
 def _server(scope: str) -> Any:

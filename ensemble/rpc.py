@@ -27,7 +27,7 @@ from typing import Any
 
 from . import _process as P
 from . import _terms
-from ._exceptions import Badarg, EnsembleError
+from ._exceptions import EnsembleError
 from ._links import demonitor, exit as _exit_signal, monitor
 from ._spawn import spawn
 from .decide import allow as _allow
@@ -48,10 +48,7 @@ class RpcError(EnsembleError):
 def call(node: str, fn: str, *args: Any, timeout: float | None = None) -> Any:
     """Run ``fn(*args)`` on ``node`` in a process of its own and answer its result; raises
     :class:`RpcError` (see the module docstring).  ``timeout`` in seconds, None: no limit."""
-    try:
-        _allow.parse(fn)
-    except _allow.BadFunctionName as why:
-        raise Badarg(str(why)) from None
+    _allow.parse(fn)  # a bad name raises BadFunctionName, a Badarg
     if timeout is not None:
         timeout = P.check_timeout(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -106,10 +103,7 @@ def call(node: str, fn: str, *args: Any, timeout: float | None = None) -> Any:
 
 def cast(node: str, fn: str, *args: Any) -> bool:
     """Run ``fn(*args)`` on ``node`` without waiting (rpc:cast); answers True, whatever happens."""
-    try:
-        _allow.parse(fn)
-    except _allow.BadFunctionName as why:
-        raise Badarg(str(why)) from None
+    _allow.parse(fn)  # a bad name raises BadFunctionName, a Badarg
     from .dist.node import NODE_STATE, _resolve_function, _run_remote_call
 
     if node == _terms.NODE:

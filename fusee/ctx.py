@@ -27,8 +27,8 @@ from .errors import (
     Terminated,
     failure_of,
 )
-from .replay import CANCEL, CHILD, COMPLETION, SEND, SLEEP, STEP, VALUE, WAIT, Machine, Replay, send_dedup
-from .workflow import _NO_RETRY, Retry, Workflow, _signal_name, _wake, shard_of
+from .replay import CANCEL, CHILD, COMPLETION, SEND, SLEEP, STEP, VALUE, WAIT, Replay, send_dedup
+from .workflow import _NO_RETRY, Retry, _signal_name, _wake, shard_of
 from .run_state import RUNNING, _RunState
 from .run_family import _parent_ref
 

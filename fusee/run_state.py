@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import ensemble as _e
 
 from . import records as r
-from .errors import Cancelled, DeterminismError, Error, Failed, NotSerializable, Terminated, TimedOut
+from .errors import Cancelled, DeterminismError, Error, Failed, Terminated, TimedOut
 from .replay import Machine
 from .workflow import Workflow
 from .run_family import _close_children, _tell_parents

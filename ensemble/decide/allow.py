@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from .._exceptions import Badarg
+
 __all__ = ["parse", "allowed", "check_policy", "BadFunctionName"]
 
 
-class BadFunctionName(ValueError):
-    """Not a ``"module:function"`` name (dotted module, dotted attribute path, identifiers only)."""
+class BadFunctionName(Badarg, ValueError):
+    """Not a ``"module:function"`` name (dotted module, dotted attribute path, identifiers only);
+    a :class:`~ensemble.Badarg` wherever a function name is taken (``spawn_on``, rpc)."""
 
 
 def parse(name: Any) -> tuple[str, str]:

@@ -30,7 +30,7 @@ from typing import Any
 import gevent
 
 from .. import _process as P
-from .._exceptions import Badarg, EnsembleError
+from .._exceptions import EnsembleError
 from .. import _terms
 from ..decide import allow as _allow
 from ..decide import handshake as _handshake
@@ -249,10 +249,7 @@ def spawn_on(node: str, fn: str, *args: Any, link: bool = False, monitor: bool =
     ``("undefined", fn)`` when it is not found there, ``"noconnection"`` when the node cannot
     be reached (or this process is not a node), ``"timeout"`` when it does not answer in time.
     """
-    try:
-        _allow.parse(fn)
-    except _allow.BadFunctionName as why:
-        raise Badarg(str(why)) from None
+    _allow.parse(fn)  # a bad name raises BadFunctionName, a Badarg
     n = NODE_STATE.node
     if n is None:
         raise SpawnError("noconnection")

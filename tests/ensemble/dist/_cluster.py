@@ -7,6 +7,12 @@ import signal
 import subprocess
 import sys
 
+import gevent
+import gevent.socket
+
+from ensemble.decide import framing, handshake
+from ensemble.dist import codec
+
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_node_child.py")
 COOKIE = "test-cookie"
 B = "b@127.0.0.1"
@@ -47,3 +53,27 @@ class Child:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def raw_handshake(port: int, me: str, peer: str, cookie: str) -> list:
+    """Dial a node's ``port`` from a raw socket as node ``me``, go through the handshake with
+    ``cookie`` until the node answers no more (or 10 s), and answer every outcome the dialling
+    side reached (a :class:`handshake.Done` when the node accepted ``me``)."""
+    sock = gevent.socket.create_connection(("127.0.0.1", port))
+    state, first = handshake.initiate(me, 7, peer, cookie, "c" * 32)
+    sock.sendall(b"".join(framing.frame(codec.encode(m)) for m in first))
+    buf, got = bytearray(), []
+    with gevent.Timeout(10, False):
+        while not any(isinstance(d, handshake.Done) for d in got):
+            data = sock.recv(4096)
+            if not data:
+                break
+            buf += data
+            frames, used = framing.split(buf, framing.HANDSHAKE_LIMIT)
+            del buf[:used]
+            for f in frames:
+                state, out, done = handshake.initiator_step(state, codec.decode(f))
+                got.append(done)
+                sock.sendall(b"".join(framing.frame(codec.encode(m)) for m in out))
+    sock.close()
+    return got

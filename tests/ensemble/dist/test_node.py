@@ -7,7 +7,7 @@ import pytest
 import ensemble as e
 from ensemble import TIMEOUT, dist
 
-from ._cluster import B, COOKIE, Child
+from ._cluster import B, COOKIE, Child, raw_handshake
 
 def _pong(x):
     return lambda m: m if type(m) is tuple and m[0] == "pong" and m[3] == x else e.NOMATCH
@@ -53,33 +53,13 @@ def test_a_wrong_cookie_never_connects(node_a, epmd_port):
 def test_a_dialler_with_a_wrong_cookie_is_refused_and_reported(node_a):
     """A peer that speaks the handshake with another cookie gets no ack, is closed, and the
     accepting node reports it; nothing of it reaches a process."""
-    import gevent
-    import gevent.socket
-
     from ensemble import logger
-    from ensemble.decide import framing, handshake
-    from ensemble.dist import codec
+    from ensemble.decide import handshake
 
     reports = []
     old = logger.set_handler(reports.append)
     try:
-        sock = gevent.socket.create_connection(("127.0.0.1", dist.NODE_STATE.node.port))
-        state, first = handshake.initiate("mallory@127.0.0.1", 7, node_a, "not-the-cookie", "c" * 32)
-        sock.sendall(b"".join(framing.frame(codec.encode(m)) for m in first))
-        buf, got = bytearray(), []
-        with gevent.Timeout(10, False):
-            while True:
-                data = sock.recv(4096)
-                if not data:
-                    break
-                buf += data
-                frames, used = framing.split(buf, framing.HANDSHAKE_LIMIT)
-                del buf[:used]
-                for f in frames:
-                    state, out, done = handshake.initiator_step(state, codec.decode(f))
-                    got.append(done)
-                    sock.sendall(b"".join(framing.frame(codec.encode(m)) for m in out))
-        sock.close()
+        got = raw_handshake(dist.NODE_STATE.node.port, "mallory@127.0.0.1", node_a, "not-the-cookie")
     finally:
         logger.set_handler(old)
     assert not any(isinstance(d, handshake.Done) for d in got)  # never acked
