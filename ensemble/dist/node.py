@@ -319,13 +319,17 @@ class Node:
         none answers, see :func:`ensemble.dist.epmd.start_daemon`), and accept."""
         listener = gevent.socket.socket(gevent.socket.AF_INET, gevent.socket.SOCK_STREAM)
         listener.setsockopt(gevent.socket.SOL_SOCKET, gevent.socket.SO_REUSEADDR, 1)
-        listener.bind((host, port))
-        listener.listen(128)
+        try:
+            listener.bind((host, port))
+            listener.listen(128)
+            self.port = listener.getsockname()[1]
+            epmd.start_daemon(port=self.epmd_port)
+            alive = self.name.split("@")[0]
+            self.registration = epmd.register(alive, self.port, epmd_port=self.epmd_port)
+        except BaseException:  # a taken name, a taken port, no epmd: nothing stays open
+            listener.close()
+            raise
         self.listener = listener
-        self.port = listener.getsockname()[1]
-        epmd.start_daemon(port=self.epmd_port)
-        alive = self.name.split("@")[0]
-        self.registration = epmd.register(alive, self.port, epmd_port=self.epmd_port)
         self.creation = self.registration.creation
         self.acceptor = gevent.spawn(self._accept_loop)
 

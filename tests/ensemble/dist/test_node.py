@@ -108,3 +108,22 @@ def test_start_refuses_a_second_node_and_bad_names(node_a):
     with pytest.raises(dist.DistError):
         dist.start("again@127.0.0.1")
     assert e.node() == "a@127.0.0.1"
+
+
+def test_a_second_node_of_the_same_name_is_refused_and_leaves_nothing_open(epmd_port):
+    """Node B runs in a child: starting another b here fails at epmd (NameTaken), this process
+    stays nonode@nohost, and a node can still be started here afterwards."""
+    from ensemble.dist import epmd
+
+    child = Child(B, COOKIE, epmd_port)
+    try:
+        with pytest.raises(epmd.NameTaken):
+            dist.start(B, cookie=COOKIE, epmd_port=epmd_port)
+        assert e.node() == "nonode@nohost" and dist.NODE_STATE.node is None
+        assert dist.start("a@127.0.0.1", cookie=COOKIE, epmd_port=epmd_port) == "a@127.0.0.1"
+        try:
+            assert dist.connect(B)  # the b that was there first is the one reached
+        finally:
+            dist.stop()
+    finally:
+        child.close()
