@@ -850,7 +850,7 @@ def _start_locked(p: Pid) -> None:
     """Under LOCK: (re)start a hibernated process on its carrier, or on default."""
     c = p.carrier
     if c.closing:
-        from .dispatcher import default_carrier
+        from ._pools import default_carrier
 
         p.carrier = default_carrier()
         p.dispatcher = "default"

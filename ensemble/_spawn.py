@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import _process as P
-from . import dispatcher as _dispatcher
+from . import _pools
+from ._carrier import Carrier
 from ._exceptions import Badarg, Exit, Hibernate
 from ._parker import Parker
 from ._terms import TIMEOUT, Ref, make_ref
@@ -100,7 +101,9 @@ def _spawn_opt(
         raise Badarg(f"a process name must be a str other than 'undefined', not {name!r}")
     if name is not None and name in P.NAMES:  # before place(), which may start a pool
         raise Badarg(f"name {name!r} is already registered to {P.NAMES.get(name)!r}")
-    carrier = _dispatcher.place(dispatcher)
+    carrier = _pools.place(dispatcher)
+    if type(carrier) is not Carrier:  # a carrier node: a dispatcher of OS processes
+        return carrier.spawn(fn, args, name, link, monitor, trap_exit, state)
     parent = P.me() if (link or monitor) else P.current()
     ancestors = (parent, *parent.ancestors) if parent is not None else ()
     p = P.new_pid(

@@ -29,83 +29,77 @@ from typing import Any, Callable
 from gevent import get_hub as _get_hub
 from gevent import sleep as _sleep
 
-from ._carrier import Carrier, register_thread_carrier
+from . import _pools
 from ._exceptions import Badarg
-from ._threads import allocate_lock
+from ._pools import BLOCKING, DEFAULT
 
 __all__ = ["define", "shutdown", "dispatchers", "yield_", "call_soon", "DEFAULT", "BLOCKING"]
 
-DEFAULT = "default"
-BLOCKING = "blocking"
 
-
-class _Pool:
-    __slots__ = ("name", "size", "carriers", "next", "closed")
-
-    def __init__(self, name: str, size: int) -> None:
-        self.name = name
-        self.size = size
-        self.carriers: list[Carrier] = []  # Invariant: empty until the pool starts
-        self.next = 0
-        self.closed = False
-
-
-_lock = allocate_lock()
-_default_carrier = Carrier.adopt_current_thread(DEFAULT)
-register_thread_carrier(_default_carrier)
-_pools: dict[str, _Pool] = {DEFAULT: _Pool(DEFAULT, 1), BLOCKING: _Pool(BLOCKING, 16)}
-_pools[DEFAULT].carriers.append(_default_carrier)
-
-
-def default_carrier() -> Carrier:
-    """The carrier of the ``"default"`` dispatcher."""
-    return _default_carrier
-
-
-def define(name: str, size: int) -> str:
-    """Define (or redefine, until its pool has started) a dispatcher of ``size`` carriers.
+def define(name: str, size: int | None = None, *, processes: int | None = None) -> str:
+    """Define (or redefine, until its pool has started) a dispatcher of ``size`` carriers, or of
+    ``processes`` carrier nodes (exactly one of the two).
 
     Each carrier is one OS thread; a process stuck in a native call holds its
     carrier until the call returns, also after a kill (see the module
     docstring: ``process_info(pid, "exit_pending")`` shows such a straggler).
-    Raises :class:`Badarg` for a name that is not a ``str``, for ``"default"``,
-    for a size that is not a positive ``int``, and for a pool already started.
+    With ``processes=n`` the carriers are ``n`` local OS processes, each a node
+    (:mod:`ensemble.dist.os_carriers`): for CPU-bound Python code, which threads
+    cannot run in parallel.  Raises :class:`Badarg` for a name that is not a
+    ``str``, for ``"default"``, for a count that is not a positive ``int``, and
+    for a pool already started.
     """
     if type(name) is not str or not name:
         raise Badarg(f"dispatcher name must be a non-empty str, not {name!r}")
     if name == DEFAULT:
         raise Badarg("the default dispatcher cannot be redefined")
-    if type(size) is not int or size < 1:
-        raise Badarg(f"dispatcher size must be a positive int, not {size!r}")
-    with _lock:
-        pool = _pools.get(name)
-        if pool is not None and (pool.carriers or pool.closed):
+    if (size is None) == (processes is None):
+        raise Badarg("define a dispatcher with either size (threads) or processes, not both or neither")
+    count = size if processes is None else processes
+    if type(count) is not int or count < 1:
+        what = "size" if processes is None else "processes"
+        raise Badarg(f"dispatcher {what} must be a positive int, not {count!r}")
+    if processes is not None:
+        from .dist.os_carriers import OsPool
+
+        pool: Any = OsPool(name, processes)
+    else:
+        pool = _pools.ThreadPool(name, count)
+    with _pools.LOCK:
+        old = _pools.POOLS.get(name)
+        if old is not None and (old.carriers or old.closed):
             raise Badarg(f"dispatcher {name!r} has started and cannot be redefined")
-        _pools[name] = _Pool(name, size)
+        _pools.POOLS[name] = pool
     return name
 
 
 def shutdown(name: str) -> None:
     """Refuse new spawns on ``name``; its carriers end once their processes have.
 
+    The carrier nodes of a dispatcher of OS processes are stopped at once: their
+    processes end, and links and monitors to them fire with ``"noconnection"``.
+
     ``"default"`` cannot be shut down (:class:`Badarg`); an unknown name is ignored.
     """
     if name == DEFAULT:
         raise Badarg("the default dispatcher cannot be shut down")
-    with _lock:
-        pool = _pools.pop(name, None)
+    with _pools.LOCK:
+        pool = _pools.POOLS.pop(name, None)
         if pool is None:
             return
         pool.closed = True
         carriers = list(pool.carriers)
+    if type(pool) is not _pools.ThreadPool:
+        pool.stop()  # a dispatcher of OS processes: its carrier nodes exit now
+        return
     for c in carriers:
         c.request_stop()
 
 
 def dispatchers() -> list[str]:
     """The defined dispatchers: ``"default"`` first, then the others sorted."""
-    with _lock:
-        others = sorted(n for n in _pools if n != DEFAULT)
+    with _pools.LOCK:
+        others = sorted(n for n in _pools.POOLS if n != DEFAULT)
     return [DEFAULT, *others]
 
 
@@ -135,34 +129,3 @@ def call_soon(fn: Callable[..., Any], *args: Any) -> None:
     message instead.
     """
     _get_hub().loop.run_callback(fn, *args)
-
-
-def place(name: str) -> Carrier:
-    """The carrier a new process on dispatcher ``name`` goes to (starts the pool).
-
-    Raises :class:`Badarg` for an unknown or shut-down dispatcher.
-    """
-    if name == DEFAULT:
-        return _default_carrier
-    pool = _pools.get(name) if type(name) is str else None
-    if pool is None:
-        raise Badarg(f"unknown dispatcher {name!r}")
-    carriers = pool.carriers
-    if not carriers:
-        with _lock:
-            if not pool.carriers:
-                started = []
-                for i in range(pool.size):
-                    c = Carrier(f"{name}-{i}").start_thread()
-                    register_thread_carrier(c)
-                    started.append(c)
-                pool.carriers = started
-            carriers = pool.carriers
-    i = pool.next
-    pool.next = i + 1 if i + 1 < len(carriers) else 0
-    return carriers[i]
-
-
-def is_open(carrier: Carrier) -> bool:
-    """False once the carrier's dispatcher has been shut down."""
-    return not carrier.closing

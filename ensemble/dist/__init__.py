@@ -120,6 +120,7 @@ def start(name: str, *, cookie: str | None = None, listen: str = "127.0.0.1:0", 
         raise DistError(f"tls must be an ensemble.dist.TLS, not {tls!r}")
     node = Node(full, cookie if cookie is not None else default_cookie(), max_frame,
                 float(handshake_timeout), epmd_port, policy, tls.contexts() if tls is not None else None)
+    node.tls_config = tls  # what a dispatcher of OS processes hands its carrier nodes
     node.start(host, int(port))
     NODE_STATE.node = node
     _terms.NODE = full

@@ -55,6 +55,12 @@ def echo() -> None:
             e.send(m[1], ("global_registered", global_.register_name(m[2], member), member))
         elif type(m) is tuple and m and m[0] == "big":  # ("big", to, size): a message of size bytes
             e.send(m[1], ("big", b"x" * m[2]))
+        elif type(m) is tuple and m and m[0] == "spawn_on":  # ("spawn_on", from, node, fname, args)
+            try:
+                outcome = ("ok", dist.spawn_on(m[2], m[3], *m[4]))
+            except dist.SpawnError as x:
+                outcome = ("refused", x.reason)
+            e.send(m[1], ("spawn_on", outcome))
         elif type(m) is tuple and m and m[0] == "spawn":  # ("spawn", from, tag[, name])
             w = e.spawn(worker, m[1])
             if len(m) == 4:
