@@ -149,12 +149,19 @@ class Engine:
     workflow registry and settings its inner modules use; not a stable API).
     """
 
+    _http: Any = None  # the HTTP server of Engine.open(http=...), stopped by shutdown
+
     def __init__(self, host: Host, *, checkpoint_on_shutdown: bool = False) -> None:
         """The engine over ``host`` (built by :func:`open_engine`); a directory's :meth:`shutdown` writes
         checkpoints if ``checkpoint_on_shutdown``."""
         self.host = host
         self.shards = host.shards
         self._checkpoint_on_shutdown = checkpoint_on_shutdown
+
+    @property
+    def http_url(self) -> str | None:
+        """The URL of the HTTP API and web UI ``Engine.open(http=...)`` serves (None: not serving)."""
+        return None if self._http is None else self._http.url
 
     @property
     def closed(self) -> bool:
@@ -178,6 +185,8 @@ class Engine:
         checkpoint_on_shutdown: bool = True,
         disk: Disk = DISK,
         restart_intensity: tuple[int, float] = RESTART_INTENSITY,
+        http: str | None = None,
+        http_token: str | None = None,
     ) -> "Engine":
         """Open the engine on directory ``path`` (``None``: in memory), recovering every unfinished run.
 
@@ -213,8 +222,11 @@ class Engine:
         waited for is answered once the run ends.  More than ``restart_intensity`` = ``(restarts,
         seconds)`` restarts within that time and the engine fails: every call raises
         :class:`EngineFailed` (shut down and open again; nothing acknowledged is lost).
+
+        ``http`` (``"127.0.0.1:8080"``; None: none) serves the HTTP API and web UI
+        (:func:`fusee.http.serve`, ``http_token``: its bearer token) until :meth:`shutdown`.
         """
-        return open_engine(
+        engine = open_engine(
             path,
             workflows,
             shards,
@@ -230,6 +242,15 @@ class Engine:
             restart_intensity=restart_intensity,
             engine_type=cls,
         )
+        if http is not None:
+            from . import http as _http  # only when asked: gevent.pywsgi and the UI's files
+
+            try:
+                engine._http = _http.serve(engine, http, token=http_token)
+            except BaseException:
+                engine.shutdown()
+                raise
+        return engine
 
     def result_of(self, run: Run, timeout: float | None = None) -> Any:
         """The result of the run ``run`` is a handle on (:meth:`Run.result`, which calls this)."""
@@ -618,6 +639,9 @@ class Engine:
         :mod:`fusee.store`) and delete the log segments it covers: the next
         open replays nothing from the log.
         """
+        if self._http is not None:
+            self._http, server = None, self._http
+            server.stop()
         if self.closed:
             return
         lsns: list[int] = []

@@ -1,0 +1,155 @@
+"""Laws of the HTTP API's pure decisions (fusee.http_api, fusee.timeline, fusee.metrics_text):
+whatever a client sends, validation answers with the typed BadRequest and nothing else; paging
+covers every matching run once, newest first."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fusee import http_api as api
+from fusee import records as r
+from fusee.errors import Failed
+from fusee.metrics_text import prometheus
+from fusee.timeline import error_json, plain, timeline, view
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def _only_bad_request(fn, *args):
+    try:
+        return fn(*args)
+    except api.BadRequest as exc:
+        assert exc.status in (400, 404, 405, 413, 415) and exc.code and exc.message
+        return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_a_list_query_string_is_accepted_or_a_bad_request(qs):
+    q = _only_bad_request(api.parse_list_query, qs)
+    if q is not None:
+        assert 1 <= q.limit <= api.MAX_LIMIT and (q.status is None or q.status in api.LIST_STATUSES)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300) | json_values.map(lambda v: json.dumps(v).encode()), st.sampled_from(["application/json", "text/plain", None]))
+def test_a_body_is_json_or_a_bad_request(data, ctype):
+    _only_bad_request(api.parse_body, data, ctype, 200)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_arguments_from_any_json_are_typed_or_a_bad_request(body):
+    for fn in (api.start_args, api.signal_args, api.reason_arg, api.query_args):
+        _only_bad_request(fn, body)
+    a = _only_bad_request(api.start_args, body)
+    if a is not None:
+        assert type(a.type) is str and type(a.id) is str and a.on_running in ("fail", "attach", "terminate")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["GET", "POST", "PUT", "DELETE", "HEAD"]), st.text(max_size=80))
+def test_any_path_routes_or_is_a_bad_request(method, path):
+    got = _only_bad_request(api.route, method, path)
+    if got is not None and got.id is not None:
+        assert 1 <= len(got.id) <= api.MAX_ID
+
+
+@given(st.text(min_size=1, max_size=50))
+def test_an_id_is_one_percent_encoded_segment(id):
+    from urllib.parse import quote
+
+    assert api.route("GET", "/api/runs/" + quote(id, safe="")) == api.Route("describe", id)
+    assert api.route("POST", "/api/runs/" + quote(id, safe="") + "/signal") == api.Route("signal", id)
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=40))
+def test_a_cursor_round_trips(started, id):
+    assert api.decode_cursor(api.encode_cursor(started, id)) == (started, id)
+
+
+runs = st.lists(
+    st.fixed_dictionaries({
+        "id": st.text(min_size=1, max_size=6),
+        "type": st.sampled_from(["a", "b", "fusee.delay"]),
+        "status": st.sampled_from(["running", "completed", "failed"]),
+        "started": st.integers(0, 20).map(float),
+    }),
+    max_size=30,
+    unique_by=lambda d: d["id"],
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(runs, st.integers(1, 7), st.sampled_from([None, "running", "completed"]), st.sampled_from([None, "a", "fusee.delay"]), st.booleans())
+def test_pages_cover_the_matching_runs_once_newest_first(all_runs, limit, status, wtype, internal):
+    q = api.ListQuery(status, wtype, limit, None, internal)
+    seen: list[dict] = []
+    total = None
+    while True:
+        got, nxt, n = api.page(all_runs, q)
+        total = n if total is None else total
+        assert len(got) <= limit and n == total
+        seen += got
+        if nxt is None:
+            break
+        q = api.ListQuery(status, wtype, limit, api.decode_cursor(nxt), internal)
+    want = [d for d in all_runs if (status is None or d["status"] == status)
+            and (d["type"] == wtype if wtype else internal or not d["type"].startswith("fusee."))]
+    assert sorted(d["id"] for d in seen) == sorted(d["id"] for d in want) and len(seen) == total
+    keys = [(d["started"], d["id"]) for d in seen]
+    assert keys == sorted(keys, reverse=True)
+
+
+def test_every_fusee_error_code_has_a_fitting_status():
+    from fusee.errors import CODES
+
+    for code in CODES:
+        assert 400 <= api.status_of(code) < 600
+    assert api.status_of("not_found") == 404 and api.status_of("already_exists") == 409 and api.status_of("busy") == 503
+
+
+def test_the_timeline_of_records_in_journal_order():
+    journal = [
+        (1, r.Start(0, "x", "t", 1, 10.0, {"a": 1}, ["fail", "fail"], None, {"id": "p", "run": 3}, {"run": 4})),
+        (2, r.Attempt(0, 0, "s", 1, 12.0, {"type": "E", "message": "m"})),
+        (3, r.Step(0, 0, "s", 2, "ok", (1, 2))),
+        (4, r.Timer(0, 1, "nap", 20.0)),
+        (5, r.Cancel(0, "why", None)),
+        (6, r.Fired(0, 1)),
+        (7, r.Child(0, 2, "kid", "k", 5, "terminate", None)),
+        (8, r.ChildDone(0, 2, "failed", {"type": "E"})),
+        (9, r.Send(0, 3, "other", "hey", 1)),
+        (10, r.Value(0, 4, "now", 33.0)),
+        (11, r.Done(0, "continued", 40.0, 2)),
+    ]
+    tl = timeline(journal)
+    assert [e["kind"] for e in tl] == ["start", "step", "sleep", "cancel", "child", "send", "value", "end"]
+    assert tl[0]["continued_from"] == 4 and tl[0]["parent"] == {"id": "p", "run": 3}
+    assert [a["outcome"] for a in tl[1]["attempts"]] == ["error", "ok"] and tl[1]["result"] == [1, 2]
+    assert tl[2]["fired"] is True and tl[4]["failure"] == {"type": "E"} and tl[7]["next_input"] == 2
+    v = view({"id": "x", "status": "continued", "input": {"a": 1}, "result": None, "error": None, "journal": journal})
+    assert v["links"] == {"parent": {"id": "p", "run": 3}, "continued_from": {"run": 4}, "continued_as_new": True,
+                          "children": [{"id": "kid", "type": "k"}]}
+    json.dumps(v, allow_nan=False)
+
+
+def test_values_and_errors_become_json():
+    assert plain((1, {"a": 2})) == [1, {"a": 2}]
+    assert plain({1, 2})["$repr"].startswith("{")
+    e = error_json(Failed({"type": "X", "message": "m"}))
+    assert e["code"] == "failed" and e["failure"] == {"type": "X", "message": "m"}
+
+
+@given(st.dictionaries(st.sampled_from(["records", "flushes", "runs", "journal", "runs_parked"]), json_values, max_size=5))
+def test_prometheus_text_never_raises(m):
+    text = prometheus(m)
+    assert text.endswith("\n")

@@ -1,0 +1,208 @@
+"""fusee's web UI in a real headless Chromium (Debian's chromium + chromium-driver, through selenium):
+the runs table shows a run as it starts, its page shows the step timeline, and its buttons signal,
+cancel and terminate.  The engine runs in a child process (``fusee serve``), so selenium's blocking
+calls never stall its server.  A screenshot of each page is kept under ``test-artifacts/fusee-ui/``
+(or ``$FUSEE_TEST_ARTIFACTS``).  Without chromium the tests skip, except in CI (``CI=true``),
+where they fail."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "ui-token"
+
+
+def _browser() -> tuple[str, str]:
+    """Chromium's and chromedriver's paths; a skip (a failure in CI) when either is missing."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        selenium_ok = False
+    else:
+        selenium_ok = True
+    if chromium and driver and selenium_ok:
+        return chromium, driver
+    why = ("chromium is not installed (apt-get install -y chromium chromium-driver)" if not chromium
+           else "chromedriver is not installed (apt-get install -y chromium-driver)" if not driver
+           else "selenium is not installed (pip install -e '.[test]')")
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the browser tests: {why}")
+    pytest.skip(why)
+
+
+def _artifacts() -> Path:
+    d = Path(os.environ.get("FUSEE_TEST_ARTIFACTS") or ROOT / "test-artifacts" / "fusee-ui")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+class Server:
+    """``fusee serve`` in a child process, with the test workflows and a token."""
+
+    def __init__(self, directory: str) -> None:
+        env = {**os.environ, "FUSEE_HTTP_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "fusee.cli", "serve", directory, "--workflows", "tests.fusee._ops_workflows",
+             "--http", "127.0.0.1:0", "--shards", "2"],
+            cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, bufsize=0,
+        )
+        self._line()
+        self.url = self._line().split(" at ", 1)[1].split()[0]
+
+    def _line(self) -> str:
+        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+        assert ready, "fusee serve printed nothing within 30 s"
+        return self.proc.stdout.readline().decode()
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        req = urllib.request.Request(self.url + path.lstrip("/"), method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory):
+    """A served engine and a headless Chromium on its UI, signed in with the token."""
+    chromium, driver_path = _browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    server = Server(str(tmp_path_factory.mktemp("ui") / "data"))
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1280,900",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        opts.add_argument(flag)
+    try:
+        browser = webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
+    except Exception:
+        server.stop()
+        raise
+    try:
+        yield server, browser
+    finally:
+        browser.quit()
+        server.stop()
+
+
+def _wait(browser, condition, timeout: float = 15.0, what: str = "") -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(browser, timeout, poll_frequency=0.1).until(condition, message=what)
+
+
+def _text(browser, css: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    found = browser.find_elements(By.CSS_SELECTOR, css)
+    return found[0].text if found else ""
+
+
+def _shot(browser, name: str) -> None:
+    path = _artifacts() / f"{name}.png"
+    assert browser.save_screenshot(str(path)) and path.stat().st_size > 0
+
+
+def _open_run(browser, id: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(browser.current_url.split("#")[0] + "#/runs/" + id)
+    _wait(browser, lambda b: _text(b, "#run-status") == "running", what=f"{id}'s page says running")
+    _wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#timeline tr.entry"), what="its timeline")
+
+
+def test_a_run_appears_live_and_its_page_signals_it_to_completion(ui):
+    from selenium.webdriver.common.by import By
+
+    server, browser = ui
+    browser.get(server.url)
+    _wait(browser, lambda b: b.find_element(By.ID, "auth").is_displayed(), what="the token form")
+    browser.find_element(By.ID, "auth-token").send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "#auth-form button").click()
+    _wait(browser, lambda b: "no runs" in _text(b, "#runs-table tbody"), what="an empty runs table")
+
+    assert server.call("POST", "/api/runs", {"type": "waiter", "id": "ui-1", "input": 40})[0] == 201
+    row = '#runs-table tr[data-id="ui-1"]'
+    _wait(browser, lambda b: _text(b, row + " .status"), what="the new run in the table")  # no reload: the table refreshes
+    assert "waiter" in _text(browser, row) and _text(browser, row + " .status") == "running"
+    _shot(browser, "runs")
+
+    browser.find_element(By.CSS_SELECTOR, row + " a.run-link").click()
+    _wait(browser, lambda b: _text(b, "#run-status") == "running", what="the run page")
+    _wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, '#timeline tr[data-kind="wait"]'), what="the wait in the timeline")
+    assert "waiting" in _text(browser, '#timeline tr[data-kind="wait"]')
+    _wait(browser, lambda b: b.find_element(By.ID, "signal-name").get_attribute("value") == "go", what="the awaited signal's name")
+    _shot(browser, "run-waiting")
+    value = browser.find_element(By.ID, "signal-value")
+    value.clear()
+    value.send_keys("2")
+    browser.find_element(By.ID, "signal-send").click()
+    _wait(browser, lambda b: _text(b, "#run-status") == "completed", what="the run completes")
+    assert _text(browser, "#run-result") == "42"
+    _wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, '#timeline tr[data-kind="end"]'), what="its end in the timeline")
+    kinds = [r.get_attribute("data-kind") for r in browser.find_elements(By.CSS_SELECTOR, "#timeline tr.entry")]
+    assert kinds == ["start", "wait", "signal", "step", "end"]
+    assert "finish" in _text(browser, '#timeline tr[data-kind="step"]')
+    assert browser.find_element(By.ID, "signal-send").get_attribute("disabled") is not None
+    _shot(browser, "run-completed")
+
+
+def test_the_run_page_cancels_one_run_and_terminates_another(ui):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    server, browser = ui
+    for id in ("ui-2", "ui-3"):
+        assert server.call("POST", "/api/runs", {"type": "waiter", "id": id, "input": 1})[0] == 201
+    _open_run(browser, "ui-2")
+    browser.find_element(By.ID, "cancel-reason").send_keys("changed my mind")
+    browser.find_element(By.ID, "cancel-btn").click()
+    _wait(browser, lambda b: _text(b, "#run-status") == "cancelled", what="the run is cancelled")
+    assert "changed my mind" in _text(browser, '#timeline tr[data-kind="cancel"]')
+    assert "cancelled" in _text(browser, "#run-error")
+    _shot(browser, "run-cancelled")
+
+    _open_run(browser, "ui-3")
+    browser.find_element(By.ID, "terminate-btn").click()
+    _wait(browser, lambda b: _text(b, "#run-status") == "terminated", what="the run is terminated")
+    assert server.call("GET", "/api/runs/ui-3")[1]["status"] == "terminated"
+
+    browser.get(browser.current_url.split("#")[0] + "#/")
+    _wait(browser, lambda b: _text(b, '#runs-table tr[data-id="ui-2"] .status') == "cancelled", what="the table shows it")
+    Select(browser.find_element(By.ID, "filter-status")).select_by_visible_text("terminated")
+    _wait(browser, lambda b: [r.get_attribute("data-id") for r in b.find_elements(By.CSS_SELECTOR, "#runs-table tr[data-id]")] == ["ui-3"],
+          what="the status filter")
+    _shot(browser, "runs-filtered")
