@@ -183,7 +183,8 @@ DECISIONS: dict[str, set[str]] = {
         "constellation.runtime",
         "constellation._source_core",
     },
-    "fusee": {"fusee.replay", "fusee.parking", "fusee.segment", "fusee.records"},
+    "fusee": {"fusee.replay", "fusee.parking", "fusee.segment", "fusee.records", "fusee.timeline",
+              "fusee.http_api", "fusee.metrics_text"},
 }
 
 #: Modules a decision module may import besides decision modules: plain values, errors and pure
@@ -202,7 +203,7 @@ VALUES: set[str] = {
 PURE_STDLIB: set[str] = {
     "__future__", "typing", "collections", "dataclasses", "itertools", "functools", "heapq",
     "bisect", "math", "operator", "re", "enum", "abc", "numbers", "struct", "json", "reprlib",
-    "types", "datetime", "hmac", "hashlib",
+    "types", "datetime", "hmac", "hashlib", "base64", "binascii", "urllib",
 }
 
 
