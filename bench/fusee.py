@@ -421,6 +421,7 @@ def _spread(xs: list[float]) -> str:
 
 
 def bench_concurrent(quick: bool, reps: int) -> list[Result]:
+    _state["alternating"] = None  # measured afresh in each repetition (--repeat), then shared with 4
     got = _alternating(quick, reps)
     best = max(range(len(got["disk"])), key=lambda i: got["disk"][i])
     ratios = sorted(d / m for d, m in zip(got["disk"], got["memory"]))
@@ -438,6 +439,7 @@ def bench_concurrent(quick: bool, reps: int) -> list[Result]:
 
 def bench_memory(quick: bool, reps: int) -> list[Result]:
     got = _alternating(quick, reps)
+    _state["alternating"] = None  # the next repetition measures afresh
     batches = MEMORY_BATCHES[quick]
     ratios = sorted(m / q for m, q in zip(got["memory"], got["queue"]))
     note = (

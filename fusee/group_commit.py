@@ -149,20 +149,26 @@ def wait_durable(s: ShardState, lsn: int, seq: "count[int]", timeout: float | No
     Raises ValueError for an LSN not yet appended, the storage error that
     voided ``lsn``, and the error that stopped the shard's flushes.
     """
-    _raise_if_voided(s, lsn)
+    if s.voided:
+        _raise_if_voided(s, lsn)
     if s.durable_lsn >= lsn:
         return True
     if lsn >= s.next_lsn:
         raise ValueError(f"lsn {lsn} of shard {s.index} has not been appended")
+    me = e.self()
     home = s.ident == get_ident()
-    if home:
-        _flush_inline(s, lsn)
+    # On the shard's carrier the flush turn only ever changes on this thread, so ``flushing`` is read
+    # without the lock: while another process here holds the turn (the common case under load: it let
+    # this one run before taking the batch), go straight to waiting for its token.
+    if home and not s.flushing:
+        _flush_inline(s, lsn, me)
         if s.durable_lsn >= lsn:
             return True
     tok = Token(home)
-    ent = (e.self(), tok)
+    ent = (me, tok)
     with s.lock:
-        _raise_if_voided(s, lsn)
+        if s.voided:
+            _raise_if_voided(s, lsn)
         if s.durable_lsn >= lsn:
             return True
         if s.error is not None:
@@ -263,7 +269,7 @@ def flusher(s: ShardState, opener: Any, started: Token) -> None:
         _hand_back(s)
 
 
-def _flush_inline(s: ShardState, lsn: int) -> None:
+def _flush_inline(s: ShardState, lsn: int, me: Any) -> None:
     """On the shard's own carrier: flush in the waiting process itself until ``lsn`` is durable, or until
     another flush holds the turn (then the caller waits for its token as usual).
 
@@ -273,8 +279,7 @@ def _flush_inline(s: ShardState, lsn: int) -> None:
     flush woke nobody here (a chain of steps): then the flush starts at once,
     until ``_HUB_TURN`` seconds have passed since the hub's last turn.
     """
-    me = e.self()  # the waiting process
-    while s.durable_lsn < lsn:
+    while s.durable_lsn < lsn:  # ``me``: the waiting process
         with s.lock:
             if s.error is not None:
                 raise s.error
@@ -407,8 +412,7 @@ def _flush(s: ShardState, first: int, batch: list[bytes]) -> None:
         s.max_in_flight = s.in_flight
     t0 = perf_counter()
     try:
-        disk.write(s.fd, data)
-        disk.fdatasync(s.fd)
+        disk.write_durable(s.fd, data, s.seg_pos)  # one pwritev2(RWF_DSYNC): the write and its sync
     except OSError as exc:
         raise _Failed(storage_error(exc, "writing", s.seg_path)) from exc
     finally:

@@ -696,6 +696,11 @@ class FaultyDisk(Disk):
         self._check("fdatasync", f"fd {fd}")
         super().fdatasync(fd)
 
+    def write_durable(self, fd: int, data: bytes, offset: int) -> None:
+        """A journal flush: a ``write`` then an ``fdatasync``, each failing as chosen (a failed write writes half)."""
+        self.pwrite(fd, data, offset)
+        self.fdatasync(fd)
+
     def fsync(self, fd: int) -> None:
         self._check("fsync", f"fd {fd}")
         super().fsync(fd)

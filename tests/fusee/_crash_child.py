@@ -238,6 +238,9 @@ def slow_disk(delay: float) -> None:
         real(fd)
 
     os.fdatasync = fdatasync
+    import fusee.disk
+
+    fusee.disk.RWF_DSYNC = None  # every flush calls os.fdatasync (not one pwritev2 with RWF_DSYNC)
 
 
 def main(argv: list[str]) -> int:

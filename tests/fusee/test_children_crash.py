@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 import fusee
+import fusee.disk
 from fusee import records as r
 from fusee.engine import shard_of
 from fusee.replay import send_dedup
@@ -194,6 +195,7 @@ def test_signal_workflow_delivers_only_once_its_send_is_durable(tmp_path, monkey
         real(fd)
 
     monkeypatch.setattr(os, "fdatasync", fdatasync)
+    monkeypatch.setattr(fusee.disk, "RWF_DSYNC", None)  # every flush calls os.fdatasync
     try:
         with fusee.Engine.open(str(tmp_path / "d"), workflows=[ordered_sender, ordered_target], shards=shards) as eng:
             ORDER["engine"] = eng
@@ -232,6 +234,7 @@ def test_a_parents_end_closes_its_children_only_once_durable(tmp_path, monkeypat
         real(fd)
 
     monkeypatch.setattr(os, "fdatasync", fdatasync)
+    monkeypatch.setattr(fusee.disk, "RWF_DSYNC", None)  # every flush calls os.fdatasync
     try:
         with fusee.Engine.open(str(tmp_path / "d"), workflows=[closing_parent, ordered_target], shards=shards) as eng:
             ORDER["engine"] = eng

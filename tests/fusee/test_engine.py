@@ -11,6 +11,7 @@ import ensemble as e
 import fusee
 import fusee.run
 import fusee.run_process
+import fusee.disk
 from ensemble import NOMATCH, TIMEOUT
 from fusee import records as r
 
@@ -244,6 +245,7 @@ def test_a_step_with_effects_waits_for_the_gate_and_read_only_runs_ahead(disk, m
         real(fd)
 
     monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
+    monkeypatch.setattr(fusee.disk, "RWF_DSYNC", None)  # every flush calls os.fdatasync
     engine = disk([gated])
     ENGINES["gated"] = engine
     assert "ok" == engine.execute(gated, "g", None, timeout=10)
@@ -259,6 +261,7 @@ def test_start_and_signal_return_once_durable(disk, monkeypatch):
     """start and signal return only once their records are durable."""
     real = os.fdatasync
     monkeypatch.setattr(os, "fdatasync", lambda fd: (time.sleep(0.02), real(fd))[1])
+    monkeypatch.setattr(fusee.disk, "RWF_DSYNC", None)  # every flush calls os.fdatasync
     engine = disk([two_steps])
     engine.start(two_steps, "acked", 1)
     journal = engine.host.journal
