@@ -11,9 +11,15 @@ from __future__ import annotations
 
 from struct import Struct
 
-__all__ = ["HEADER", "HANDSHAKE_LIMIT", "MAX_LIMIT", "FrameTooLarge", "frame", "split"]
+__all__ = ["HEADER", "HANDSHAKE_LIMIT", "MAX_LIMIT", "FrameTooLarge", "frame", "split", "length_header",
+           "unpack_length"]
 
 _LENGTH = Struct(">I")
+#: ``length_header(n)``: the 4 header bytes of a frame of ``n`` bytes of payload (``n`` not
+#: checked: for senders that have checked it, or that build a frame from pieces).
+length_header = _LENGTH.pack
+#: ``unpack_length(buffer, at)``: ``(n,)``, the length a header at ``buffer[at:]`` announces.
+unpack_length = _LENGTH.unpack_from
 #: Bytes of a frame's length header.
 HEADER = _LENGTH.size
 #: The largest payload before the handshake has finished.
@@ -50,17 +56,27 @@ def split(buffer: bytes | bytearray | memoryview, limit: int) -> tuple[list[byte
     (a partial frame) for when more bytes come.  Raises :class:`FrameTooLarge` as soon as a
     header announces more than ``limit`` bytes, whether or not its payload has arrived.
     """
-    view = memoryview(buffer)
-    end = len(view)
+    end = len(buffer)
+    if end < HEADER:
+        return [], 0
+    unpack = _LENGTH.unpack_from
+    (n,) = unpack(buffer, 0)
+    if n > limit:
+        raise FrameTooLarge(n, limit)
+    if HEADER + n > end:  # the first frame is not whole yet: nothing to copy (a big frame
+        return [], 0  # arriving in many reads is not copied once per read)
+    data = buffer if type(buffer) is bytes else bytes(buffer)  # slices of bytes are bytes
     frames: list[bytes] = []
+    append = frames.append
     at = 0
     while end - at >= HEADER:
-        (n,) = _LENGTH.unpack_from(view, at)
+        (n,) = unpack(data, at)
         if n > limit:
             raise FrameTooLarge(n, limit)
-        if end - at - HEADER < n:
-            break
         start = at + HEADER
-        frames.append(bytes(view[start : start + n]))
-        at = start + n
+        stop = start + n
+        if stop > end:
+            break
+        append(data[start:stop])
+        at = stop
     return frames, at

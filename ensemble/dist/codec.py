@@ -77,7 +77,7 @@ Limits
 from __future__ import annotations
 
 from struct import Struct
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, NamedTuple, NoReturn
 
 from msgpack import ExtType, Packer, Timestamp, unpackb
 
@@ -96,6 +96,9 @@ __all__ = [
     "WireAlias",
     "encode",
     "decode",
+    "Encoder",
+    "Decoder",
+    "decoder",
 ]
 
 
@@ -370,31 +373,101 @@ def encode(
     value nested deeper than :data:`MAX_DEPTH` or containing itself, and :class:`CodecError`
     when a converter answers something other than ``(str, int, int)`` in range.
     """
-    if pid_out is None and ref_out is None and alias_out is None:
-        default = _plain_default
-    else:
-        default = _make_default(pid_out, ref_out, alias_out)
-    try:
+    return Encoder(pid_out=pid_out, ref_out=ref_out, alias_out=alias_out).encode(value)
+
+
+class Encoder:
+    """:func:`encode` with its converters fixed once: the packer's hook is built once and one
+    msgpack packer is reused, so an encoder is the fast way to encode many values.
+
+    Not for two OS threads at once (give each thread its own); a use inside another on the
+    same thread (from a converter, or code the hook's Python lets run) gets a packer of its own.
+
+    ``pack`` is the shared packer's own ``pack``: a caller may call it directly while
+    ``busy[0]`` is 0 (no hook of this encoder is running), if it calls :meth:`encode` instead
+    when it raises (to get the error explained) and :meth:`renew` after a value of more than
+    :data:`KEEP_BUFFER` bytes.
+    """
+
+    __slots__ = ("_outs", "_default", "_packer", "pack", "busy")
+
+    def __init__(
+        self,
+        *,
+        pid_out: OutConverter | None = None,
+        ref_out: OutConverter | None = None,
+        alias_out: OutConverter | None = None,
+    ) -> None:
+        self._outs = (pid_out, ref_out, alias_out)
+        self.busy = [0]  # hooks of this encoder running (Python code that could encode again)
+        self._default = _make_default(pid_out, ref_out, alias_out, self.busy)
+        self._packer: Packer | None = None
+        self.renew()
+
+    def renew(self) -> None:
+        """Take a new shared packer (the old one's buffer has grown to a large value's size)."""
+        self._packer = self._new_packer()
+        self.pack = self._packer.pack
+
+    def _new_packer(self) -> Packer:
+        return Packer(default=self._default, strict_types=True, buf_size=512)
+
+    def encode(self, value: Any) -> bytes:
+        """``value`` as bytes for :func:`decode`: exactly what :func:`encode` answers with these
+        converters (and it raises the same errors)."""
+        if self.busy[0]:  # a hook of this encoder runs further up this thread's stack
+            return self._encode_anew(value)
         try:
-            return Packer(default=default, strict_types=True, buf_size=512).pack(value)
-        except UnicodeEncodeError:  # a lone surrogate: rare, so the fast path stays strict
-            return Packer(
-                default=default, strict_types=True, unicode_errors="surrogatepass"
-            ).pack(value)
-    except (NotWireData, ValueError) as exc:
-        problem = _find_problem(value, (pid_out, ref_out, alias_out), True)
-        if problem is not None:
-            raise problem from None
-        if isinstance(exc, NotWireData):
-            raise
-        raise NotWireData(f"not wire data: {exc}") from exc
+            out = self.pack(value)  # a failed pack leaves the packer empty, reusable
+        except Exception:
+            return self._encode_anew(value)  # again, to raise the right error
+        if len(out) > KEEP_BUFFER:  # the packer's buffer grew to this value's size: let it go
+            self.renew()
+        return out
+
+    def _encode_anew(self, value: Any) -> bytes:
+        """:meth:`encode` with a packer of its own, and every error explained."""
+        try:
+            try:
+                return self._new_packer().pack(value)
+            except UnicodeEncodeError:  # a lone surrogate: rare, so the fast path stays strict
+                return Packer(
+                    default=self._default, strict_types=True, unicode_errors="surrogatepass"
+                ).pack(value)
+        except (NotWireData, ValueError) as exc:
+            problem = _find_problem(value, self._outs, True)
+            if problem is not None:
+                raise problem from None
+            if isinstance(exc, NotWireData):
+                raise
+            raise NotWireData(f"not wire data: {exc}") from exc
+
+
+#: An encoder whose packer has grown past this many bytes gets a new one (its buffer is kept).
+KEEP_BUFFER = 1 << 20
 
 
 def _make_default(
-    pid_out: OutConverter | None, ref_out: OutConverter | None, alias_out: OutConverter | None
+    pid_out: OutConverter | None,
+    ref_out: OutConverter | None,
+    alias_out: OutConverter | None,
+    busy: list[int] | None = None,
 ) -> Callable[[Any], Any]:
-    """The packer's hook for what msgpack does not pack itself, with these converters."""
+    """The packer's hook for what msgpack does not pack itself, with these converters; with
+    ``busy``, ``busy[0]`` counts the calls of it under way."""
     outs = (pid_out, ref_out, alias_out)
+
+    if busy is not None:
+        base = _make_default(pid_out, ref_out, alias_out)
+
+        def counted(o: Any) -> Any:
+            busy[0] += 1
+            try:
+                return base(o)
+            finally:
+                busy[0] -= 1
+
+        return counted
 
     def default(o: Any) -> Any:
         t = type(o)
@@ -607,12 +680,22 @@ def decode(
     :class:`WireAlias`.  An exception a converter raises arrives as ``Undecodable`` too (its
     ``__cause__``).  Never raises anything else, whatever ``data`` is.
     """
+    return decoder(pid_in=pid_in, ref_in=ref_in, alias_in=alias_in).decode(data)
+
+
+def decoder(
+    *,
+    pid_in: InConverter | None = None,
+    ref_in: InConverter | None = None,
+    alias_in: InConverter | None = None,
+) -> "Decoder":
+    """:func:`decode` with its converters fixed once (its hooks built once): the fast way to
+    decode many frames (``decoder(...).decode``).  Not for two OS threads at once (give each
+    thread its own)."""
     ins = (pid_in, ref_in, alias_in)
-    made = 0  # tags met, each of which must head an array
-    used = 0
+    open_tags = [0]  # tags met that no array has taken as its head yet, in this decode
 
     def ext_hook(code: int, payload: bytes) -> Any:
-        nonlocal made
         if code != TAG_CODE:
             if code >= 0:  # the user's own, as ExtType(code, payload) but without its checks
                 return _tuple_new(ExtType, (code, payload))
@@ -621,7 +704,7 @@ def decode(
             tag = _TAGS.get(payload)
             if tag is None:
                 raise Undecodable(f"malformed tag {_short(payload)}")
-            made += 1
+            open_tags[0] += 1
             return tag
         kind = payload[0] if payload else 0
         if _PID <= kind <= _ALIAS and len(payload) >= _IDENTITY_SIZE:
@@ -636,10 +719,9 @@ def decode(
         raise Undecodable(f"malformed tag {_short(payload)}")
 
     def list_hook(items: list[Any]) -> Any:
-        nonlocal used
         if not items or type(items[0]) is not _Tag:
             return items
-        used += 1
+        open_tags[0] -= 1
         kind = items[0].kind
         if kind == _TUPLE:
             return tuple(items[1:])
@@ -651,21 +733,38 @@ def decode(
             raise Undecodable(f"an exception is [tag, str, str, *args], not {_short(items[1:])}")
         return RemoteError(items[1], items[2], tuple(items[3:]))
 
-    try:
-        value = unpackb(
-            data,  # unpackb bounds every length a frame announces by len(data)
-            ext_hook=ext_hook,
-            list_hook=list_hook,
-            strict_map_key=False,
-            unicode_errors="surrogatepass",
-        )
-    except Undecodable:
-        raise
-    except Exception as exc:
-        raise Undecodable(f"not a frame of this codec: {type(exc).__name__}: {exc}") from exc
-    if made != used:
-        raise Undecodable("a tag that does not head an array")
-    return value
+    def decode_one(data: bytes) -> Any:
+        open_tags[0] = 0
+        try:
+            value = unpackb(
+                data,  # unpackb bounds every length a frame announces by len(data)
+                ext_hook=ext_hook,
+                list_hook=list_hook,
+                strict_map_key=False,
+                unicode_errors="surrogatepass",
+            )
+        except Undecodable:
+            raise
+        except Exception as exc:
+            raise Undecodable(f"not a frame of this codec: {type(exc).__name__}: {exc}") from exc
+        if open_tags[0]:
+            raise Undecodable("a tag that does not head an array")
+        return value
+
+    return Decoder(decode_one, ext_hook, list_hook, open_tags)
+
+
+class Decoder(NamedTuple):
+    """What :func:`decoder` answers: ``decode(data)``, and its parts for a caller that runs
+    ``msgpack.unpackb(data, ext_hook=ext_hook, list_hook=list_hook, strict_map_key=False,
+    unicode_errors="surrogatepass")`` itself (to save a call per frame): its value is
+    ``decode(data)``'s when it returns and ``open_tags[0]`` is 0 after it; otherwise call
+    ``decode(data)``, which raises the :class:`Undecodable` that says why."""
+
+    decode: Callable[[bytes], Any]
+    ext_hook: Callable[[int, bytes], Any]
+    list_hook: Callable[[list[Any]], Any]
+    open_tags: list[int]
 
 
 # --------------------------------------------------------------------------- helpers

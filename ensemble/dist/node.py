@@ -6,9 +6,11 @@ connection a reader and a writer greenlet.  Everything else reaches them through
 carrier's ``call_soon`` (safe from any thread) and answers back with ensemble messages, so a
 process on any carrier can send to another node, connect or watch nodes.
 
-Each connection goes through the handshake of :mod:`ensemble.decide.handshake` (frames of at
-most 4 KiB until it ends), then carries envelopes: tuples ``(op, ...)`` in frames of at most
-``max_frame`` bytes, encoded with :mod:`ensemble.dist.codec`.  Operations so far:
+Each connection (:class:`~ensemble.dist.conn.Conn`: its reading, and its writes batched) goes
+through the handshake of :mod:`ensemble.decide.handshake` (frames of at most 4 KiB until it
+ends), then carries envelopes (:mod:`ensemble.dist.envelope`) in frames of at most
+``max_frame`` bytes: a message to a pid, a name or an alias under a binary header, its body
+in :mod:`ensemble.dist.codec`; every other operation a tuple ``(op, ...)`` in the codec:
 
 =================================  ===============================================
 ``("send", id, creation, msg)``    deliver ``msg`` to local process ``id`` of that run
@@ -20,7 +22,14 @@ most 4 KiB until it ends), then carries envelopes: tuples ``(op, ...)`` in frame
 ``("monitor_named", from, nm, n)`` the same, by registered name
 ``("demonitor", n)``               forget the remote monitor ``n``
 ``("down", id, c, n, reason)``     local process ``id``'s remote monitor ``n`` fired
+``("spawn", ...)``, ``("spawned",  ``spawn_on`` and rpc: a request and its answer
+...)``
 =================================  ===============================================
+
+(The first three are what the binary headers carry; a name no header carries goes as
+``send_named``.)  The hot path of a send is :meth:`Node.send` / :meth:`Node.send_named` on the
+node's carrier: one encode and one queueing, no greenlet switch; of a receipt,
+:meth:`Node.on_bytes`, the reader's loop over whole frames.
 
 A frame over the limit, one that does not decode, or one that is not an envelope drops the
 connection (reported); an envelope naming a process that is gone is dropped quietly, as Erlang
@@ -39,6 +48,7 @@ from typing import Any, Callable
 import gevent
 import gevent.event
 import gevent.socket
+import msgpack
 
 from .. import _process as P
 from .. import _terms
@@ -48,7 +58,8 @@ from ..decide import allow as _allow
 from ..decide import framing, handshake
 from ..decide import signal as _signal
 from ..threads import get_ident
-from . import codec, epmd
+from . import codec, envelope, epmd
+from .conn import Conn
 
 __all__ = ["Node", "NODE_STATE"]
 
@@ -71,107 +82,6 @@ def short_host() -> str:
 def full_name(name: str) -> str:
     """``name`` as a node name: ``name@host`` (this host's short name when there is no ``@``)."""
     return name if "@" in name else f"{name}@{short_host()}"
-
-
-class Conn:
-    """One established (or handshaking) connection to a peer node, on the node's carrier."""
-
-    def __init__(self, node: "Node", sock: Any, dialled_by: str) -> None:
-        self.node = node
-        self.sock = sock
-        self.dialled_by = dialled_by
-        self.peer: str | None = None
-        self.creation: int | None = None
-        self.outbox: list[bytes] = []
-        self.wake = gevent.event.Event()
-        self.closed = False
-        self.writer: Any = None
-        self.reader: Any = None
-        self.buffer = bytearray()
-
-    # -- raw frames (handshake) -----------------------------------------------------------
-
-    def send_now(self, value: Any) -> None:
-        """Encode ``value`` and write it as one handshake frame, blocking this greenlet."""
-        self.sock.sendall(framing.frame(self.node.encode(value), framing.HANDSHAKE_LIMIT))
-
-    def read_frame(self, limit: int) -> bytes | None:
-        """The next whole frame's payload, or None at the end of the stream."""
-        while True:
-            frames, used = framing.split(self.buffer, limit)
-            if frames:
-                first = frames[0]
-                del self.buffer[: framing.HEADER + len(first)]
-                return first
-            data = self.sock.recv(65536)
-            if not data:
-                return None
-            self.buffer += data
-
-    # -- after the handshake ----------------------------------------------------------------
-
-    def start(self) -> None:
-        """Start the writer and the reader greenlets of an established connection."""
-        self.writer = gevent.spawn(self._write_loop)
-        self.reader = gevent.spawn(self._read_loop)
-
-    def enqueue(self, payload: bytes) -> None:
-        """On the node's carrier: queue one frame's payload for the writer."""
-        if self.closed:
-            return
-        self.outbox.append(framing.frame(payload))
-        self.wake.set()
-
-    def _write_loop(self) -> None:
-        try:
-            while not self.closed:
-                self.wake.wait()
-                self.wake.clear()
-                batch, self.outbox = self.outbox, []
-                if batch:
-                    self.sock.sendall(b"".join(batch))  # frames queued meanwhile go in one write
-        except OSError as e:
-            self.node.connection_lost(self, ("write_failed", str(e)))
-
-    def _read_loop(self) -> None:
-        reason: Any = "closed"
-        try:
-            while not self.closed:
-                frames, used = framing.split(self.buffer, self.node.max_frame)
-                if used:
-                    del self.buffer[:used]
-                for payload in frames:
-                    self.node.on_frame(self, payload)
-                if frames:
-                    continue
-                data = self.sock.recv(262144)
-                if not data:
-                    break
-                self.buffer += data
-        except framing.FrameTooLarge as e:
-            reason = ("frame_too_large", e.size)
-        except codec.CodecError as e:
-            reason = ("undecodable", str(e))
-        except _BadEnvelope as e:
-            reason = ("bad_envelope", e.args[0])
-        except OSError as e:
-            reason = ("read_failed", str(e))
-        self.node.connection_lost(self, reason)
-
-    def close(self) -> None:
-        """Close the socket and stop both greenlets (idempotent)."""
-        if self.closed:
-            return
-        self.closed = True
-        self.wake.set()
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-        current = gevent.getcurrent()
-        for g in (self.reader, self.writer):
-            if g is not None and g is not current:
-                g.kill(block=False)
 
 
 #: The first element of the message that answers a spawn request: ``(SPAWNED, n, result)``.
@@ -227,8 +137,16 @@ def _ints(values: Any) -> bool:
     return all(type(v) is int for v in values)
 
 
-class _BadEnvelope(Exception):
-    """A frame decoded to something that is not one of the envelopes a node understands."""
+_SEND, _SEND_NAMED = envelope.SEND, envelope.SEND_NAMED
+_TO_SIZE = envelope.TO_SIZE
+_unpack_to = envelope.unpack_to
+_pack_to = envelope.pack_to
+_HEADER = framing.HEADER
+_unpackb = msgpack.unpackb
+_unpack_length = framing.unpack_length
+
+#: A frame that is not one of the envelopes a node understands (the connection is dropped).
+_BadEnvelope = envelope.BadEnvelope
 
 
 class Node:
@@ -247,6 +165,7 @@ class Node:
         self.epmd_port = epmd_port
         self.creation = 0
         self.carrier = P.carrier_of_this_thread()
+        self.carrier_ident = self.carrier.ident
         self.conns: dict[str, Conn] = {}
         self.dialling: dict[str, gevent.event.AsyncResult] = {}
         self.node_monitors: dict[str, list[P.Pid]] = {}
@@ -260,6 +179,15 @@ class Node:
         self.sent_pids: weakref.WeakValueDictionary[int, P.Pid] = weakref.WeakValueDictionary()
         #: local aliases that crossed the wire, so one that comes back is the same object
         self.sent_aliases: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+        self._sent_refs = self.sent_pids.data  # id -> weak reference, read without a Python call
+        #: the codec with this node's converters, built once (used on the carrier's thread)
+        self.encoder = codec.Encoder(pid_out=self.pid_out, alias_out=self.alias_out)
+        self.decoder = codec.decoder(pid_in=self.pid_in, ref_in=_ref_in, alias_in=self.alias_in)
+        self.decode = self.decoder.decode
+        #: registered name -> the envelope header of a message to it
+        self.named_headers: dict[str, bytes | None] = {}
+        #: the header of a message to a name that arrived -> that name (the name decoded once)
+        self._names_in: dict[bytes, str] = {}
         self.listener: Any = None
         self.acceptor: Any = None
         self.registration: Any = None
@@ -268,10 +196,10 @@ class Node:
     # -- the codec's view of pids -----------------------------------------------------------
 
     def encode(self, value: Any) -> bytes:
+        """``value`` in the codec, with this node's pids, refs and aliases (from any thread)."""
+        if get_ident() == self.carrier_ident:
+            return self.encoder.encode(value)
         return codec.encode(value, pid_out=self.pid_out, alias_out=self.alias_out)
-
-    def decode(self, data: bytes) -> Any:
-        return codec.decode(data, pid_in=self.pid_in, ref_in=_ref_in, alias_in=self.alias_in)
 
     def alias_out(self, a: Any) -> tuple[str, int, int] | None:
         """An alias as the wire carries it (a local one is remembered, to come back as itself)."""
@@ -296,7 +224,9 @@ class Node:
         """A pid as the wire carries it, or None for a value that is not a pid."""
         t = type(pid)
         if t is P.Pid:
-            self.sent_pids[pid.id] = pid
+            known = self._sent_refs.get(pid.id)
+            if known is None or known() is not pid:
+                self.sent_pids[pid.id] = pid
             return (self.name, pid.id, self.creation)
         if t is P.RemotePid:
             return (pid._node, pid.id, pid.creation)
@@ -440,7 +370,7 @@ class Node:
             conn = self.conns.get(peer)
             for payload, on_fail in queued:
                 if conn is not None:
-                    conn.enqueue(payload)
+                    conn.put(payload)
                 elif on_fail is not None:
                     on_fail()
         return ok
@@ -529,13 +459,103 @@ class Node:
 
     # -- frames ------------------------------------------------------------------------------
 
+    def on_bytes(self, conn: Conn, data: bytes, limit: int) -> int:
+        """Carry out the whole frames at the start of ``data`` in order (each as
+        :meth:`on_frame` does); answer how many bytes they took.
+
+        Cut as :func:`ensemble.decide.framing.split` cuts (``FrameTooLarge`` as soon as a
+        header announces more than ``limit``), in one loop with the hot path: a message to a
+        name or a pid is decoded and delivered here, without a Python call but delivery's or a
+        copy of the frame (the codec's decode runs again on a body that fails, to say why).
+        """
+        decode, eh, lh, open_tags = self.decoder
+        creation = self.creation
+        table = P.TABLE
+        names = P.NAMES
+        deliver = P.deliver
+        names_in = self._names_in
+        last_key = None  # the header of the last message to a name here, and that name
+        last_name = ""
+        end = len(data)
+        at = 0
+        while end - at >= _HEADER:
+            (n,) = _unpack_length(data, at)
+            if n > limit:
+                raise framing.FrameTooLarge(n, limit)
+            start = at + _HEADER
+            stop = start + n
+            if stop > end:
+                break
+            at = stop
+            if last_key is not None and data.startswith(last_key, start, stop):
+                body = data[start + len(last_key) : stop]
+                try:
+                    msg = _unpackb(body, ext_hook=eh, list_hook=lh, strict_map_key=False,
+                                   unicode_errors="surrogatepass")
+                except Exception:  # noqa: BLE001 - decode says why, as Undecodable
+                    msg = decode(body)
+                if open_tags[0]:
+                    decode(body)
+                p = names.get(last_name)
+                if p is not None:
+                    deliver(p, msg)
+                continue
+            form = data[start] if n else -1
+            if form == _SEND_NAMED:
+                key = data[start : min(stop, start + 2 + (data[start + 1] if n > 1 else 0))]
+                name = names_in.get(key)  # (a key cut short by the frame's end is never known)
+                if name is not None:  # a header that arrived whole and valid before
+                    last_key, last_name = key, name
+                    at = start - _HEADER
+                    continue  # again, through the path above
+            elif form == _SEND and n >= _TO_SIZE:
+                _, id, c = _unpack_to(data, start)
+                body = data[start + _TO_SIZE : stop]
+                try:
+                    msg = _unpackb(body, ext_hook=eh, list_hook=lh, strict_map_key=False,
+                                   unicode_errors="surrogatepass")
+                except Exception:  # noqa: BLE001 - decode says why, as Undecodable
+                    msg = decode(body)
+                if open_tags[0]:
+                    decode(body)
+                if c == creation:
+                    p = table.get(id)
+                    if p is not None:
+                        deliver(p, msg)
+                continue
+            self.on_frame(conn, data[start:stop])
+        return at
+
     def on_frame(self, conn: Conn, payload: bytes) -> None:
-        """One envelope arrived on ``conn``.
+        """One frame arrived on ``conn``: an envelope (:mod:`ensemble.dist.envelope`).
 
         A frame that does not decode, or is not an envelope, raises (the connection is
         dropped); an operation that fails is reported and the connection goes on.
         """
-        env = self.decode(payload)
+        form, to, creation, at = envelope.parse(payload)
+        value = self.decode(payload[at:])
+        if form == envelope.SEND_NAMED:
+            names_in = self._names_in
+            if len(names_in) >= 4096:
+                names_in.clear()
+            names_in[payload[:at]] = to  # the header's bytes name this name from now on
+            p = P.NAMES.get(to)
+            if p is not None:
+                P.deliver(p, value)
+            return
+        if form == envelope.SEND:
+            if creation == self.creation:
+                p = P.TABLE.get(to)
+                if p is not None:
+                    P.deliver(p, value)
+            return
+        if form == envelope.ALIAS:
+            if creation == self.creation:
+                a = self.sent_aliases.get(to)
+                if a is not None:
+                    P.deliver_alias(a, value)
+            return
+        env = value
         if type(env) is not tuple or not env or type(env[0]) is not str:
             raise _BadEnvelope(repr(env)[:200])
         try:
@@ -606,7 +626,7 @@ class Node:
             if n:
                 P.deliver(me, (SPAWNED, n, "noconnection"))
 
-        self._route(peer, self.encode(("spawn", me, n, fname, tuple(args), link, reply)), fail)
+        self._route(peer, envelope.op(self.encode(("spawn", me, n, fname, tuple(args), link, reply))), fail)
 
     def _on_spawn(self, peer: str, sender: Any, n: int, fname: str, args: tuple, link: bool,
                   reply: bool) -> None:
@@ -629,24 +649,45 @@ class Node:
 
     def send(self, pid: P.RemotePid, msg: Any) -> None:
         """Send ``msg`` to the remote process ``pid`` (dropped when its node cannot be reached)."""
-        if pid._node == self.name:  # a pid of an earlier run of this node: names no process
+        node = pid._node
+        if node == self.name:  # a pid of an earlier run of this node: names no process
             return
-        self._route(pid._node, self.encode(("send", pid.id, pid.creation, msg)))
+        if get_ident() == self.carrier_ident:  # the hot path: one call to encode, one to queue
+            conn = self.conns.get(node)
+            if conn is not None and conn.put_message(_pack_to(_SEND, pid.id, pid.creation), msg):
+                return
+        self._route(node, envelope.send(pid.id, pid.creation, self.encode(msg)))
 
     def send_alias(self, a: _terms.RemoteAlias, msg: Any) -> None:
         """Send ``msg`` through the alias ``a`` of a process on another node."""
         if a._node == self.name:  # an alias of an earlier run of this node: names nobody
             return
-        self._route(a._node, self.encode(("alias", a._n, a.creation, msg)))
+        self._route(a._node, envelope.alias(a._n, a.creation, self.encode(msg)))
 
     def send_named(self, name: str, node: str, msg: Any) -> None:
         """Send ``msg`` to the process registered as ``name`` on ``node``."""
-        self._route(node, self.encode(("send_named", name, msg)))
+        header = self.named_headers.get(name)
+        if header is not None and get_ident() == self.carrier_ident:  # the hot path
+            conn = self.conns.get(node)
+            if conn is not None and conn.put_message(header, msg):
+                return
+        if header is None:
+            if len(self.named_headers) >= 4096:
+                self.named_headers.clear()
+            header = self.named_headers[name] = envelope.named_header(name)
+        if header is None:  # a name no header carries: the operation's tuple does
+            self._route(node, envelope.op(self.encode(("send_named", name, msg))))
+        else:
+            self._route(node, header + self.encode(msg))
 
     def _route(self, peer: str, payload: bytes, on_fail: Callable[[], None] | None = None) -> None:
         if len(payload) > self.max_frame:
             raise framing.FrameTooLarge(len(payload), self.max_frame)
-        if get_ident() == self.carrier.ident:
+        if get_ident() == self.carrier_ident:
+            conn = self.conns.get(peer)
+            if conn is not None:
+                conn.put(payload)
+                return
             self._route_here(peer, payload, on_fail)
         else:
             self.carrier.call_soon(self._route_here, peer, payload, on_fail)
@@ -654,7 +695,7 @@ class Node:
     def _route_here(self, peer: str, payload: bytes, on_fail: Callable[[], None] | None = None) -> None:
         conn = self.conns.get(peer)
         if conn is not None:
-            conn.enqueue(payload)
+            conn.put(payload)
             return
         if not handshake.valid_name(peer) or peer == self.name:
             if on_fail is not None:  # later: the caller may hold P.LOCK
@@ -714,9 +755,9 @@ class Node:
         self.remote_watches.pop((watcher._node, n), None)
         self._op(watcher._node, ("down", watcher.id, watcher.creation, n, self._lossy(reason)))
 
-    def _op(self, peer: str, envelope: tuple, on_fail: Callable[[], None] | None = None) -> None:
+    def _op(self, peer: str, operation: tuple, on_fail: Callable[[], None] | None = None) -> None:
         try:
-            payload = self.encode(envelope)
+            payload = envelope.op(self.encode(operation))
         except (codec.CodecError, TypeError, ValueError):
             return
         self._route(peer, payload, on_fail)

@@ -75,5 +75,7 @@ def raw_handshake(port: int, me: str, peer: str, cookie: str) -> list:
                 state, out, done = handshake.initiator_step(state, codec.decode(f))
                 got.append(done)
                 sock.sendall(b"".join(framing.frame(codec.encode(m)) for m in out))
+                if isinstance(done, handshake.Done):
+                    break  # what follows is envelopes (ensemble.dist.envelope), not handshake
     sock.close()
     return got

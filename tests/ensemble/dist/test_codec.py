@@ -777,3 +777,53 @@ def test_the_codec_imports_only_msgpack_the_stdlib_and_values():
             imported.add("." * node.level + (node.module or ""))
     assert imported <= {"__future__", "struct", "typing", "msgpack", ".._terms"}, imported
     assert "pickle" not in pathlib.Path(codec.__file__).read_text().replace("never pickle", "")
+
+
+# ----------------------------------------------------------- Encoder and decoder, built once
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.integers(), st.text(max_size=5), st.tuples(st.integers())), max_size=5))
+def test_an_encoder_answers_what_encode_answers(value):
+    enc = codec.Encoder()
+    assert enc.encode(value) == codec.encode(value)
+    assert codec.decoder().decode(enc.encode(value)) == codec.decode(codec.encode(value))
+
+
+def test_an_encoder_goes_on_after_a_value_it_refuses():
+    enc = codec.Encoder()
+    with pytest.raises(codec.NotWireData) as info:
+        enc.encode([1, (2, object())])
+    assert info.value.path == "value[1][1]"
+    assert enc.encode([1, (2, 3)]) == codec.encode([1, (2, 3)])
+    assert enc.encode("\udcff") == codec.encode("\udcff")  # a lone surrogate: the slow path
+
+
+def test_an_encoder_used_again_inside_its_own_hook_is_not_corrupted():
+    """A converter that encodes with the same encoder (so the shared packer is in use) gets a
+    packer of its own, and both values come out whole."""
+    inner: list[bytes] = []
+
+    class Thing:
+        pass
+
+    def pid_out(o):
+        if type(o) is Thing:
+            inner.append(enc.encode([9, 9, 9]))
+            return ("n@h", 1, 2)
+        return None
+
+    enc = codec.Encoder(pid_out=pid_out)
+    out = enc.encode([1, Thing(), 2])
+    assert inner == [codec.encode([9, 9, 9])]
+    assert codec.decode(out) == [1, codec.WirePid("n@h", 1, 2), 2]
+    assert enc.busy == [0]
+
+
+def test_a_decoder_refuses_a_stray_tag_and_goes_on():
+    d = codec.decoder()
+    stray = b"\x92\x01" + codec.encode((1,))[1:4]  # a list whose second item is a tuple's tag
+    with pytest.raises(codec.Undecodable):
+        d.decode(stray)
+    assert d.open_tags == [0] or d.decode(codec.encode((1, 2))) == (1, 2)
+    assert d.decode(codec.encode((1, 2))) == (1, 2)
