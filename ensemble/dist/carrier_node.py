@@ -45,9 +45,9 @@ def run_with(fname: str, args: tuple, trap_exit: bool, has_state: bool, state: A
     the function ``fname`` names (the parent checked that it is importable)."""
     import ensemble as e
 
-    from .node import _resolve_function
+    from .functions import resolve
 
-    fn = _resolve_function(fname)
+    fn = resolve(fname)
     if fn is None:
         raise e.Badarg(f"undefined function {fname!r} on this carrier node")
     if trap_exit:

@@ -29,6 +29,7 @@ from .. import _process as P
 from .._exceptions import Badarg, EnsembleError
 from ..decide import carrier_nodes as _decide
 from ..decide.carrier_nodes import NotImportable
+from .functions import importable_name
 
 __all__ = ["OsPool", "OsCarrier", "CarrierStartError", "NotImportable", "importable_name"]
 
@@ -47,17 +48,6 @@ class CarrierStartError(EnsembleError):
         super().__init__(f"a carrier node of dispatcher {dispatcher!r} did not start: {reason}")
         self.dispatcher = dispatcher
         self.reason = reason
-
-
-def importable_name(fn: Any) -> str:
-    """``"module:qualname"`` of ``fn``, checked to lead back to ``fn`` itself in this process;
-    raises :class:`NotImportable` (a :class:`~ensemble.Badarg`) otherwise."""
-    name = _decide.function_name(getattr(fn, "__module__", None), getattr(fn, "__qualname__", None))
-    from .node import _resolve_function
-
-    if _resolve_function(name) is not fn:
-        raise NotImportable(f"{fn!r} is not found again as {name!r}: spawn a module-level function")
-    return name
 
 
 class OsCarrier:
