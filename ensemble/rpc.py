@@ -55,7 +55,8 @@ def call(node: str, fn: str, *args: Any, timeout: float | None = None) -> Any:
     me = P.me()
     ref = _terms.make_ref()
     n = ref._n
-    from .dist.node import NODE_STATE, RESULT, SPAWNED, _resolve_function, _run_remote_call
+    from .dist.functions import resolve as _resolve_function
+    from .dist.node import NODE_STATE, RESULT, SPAWNED, _run_remote_call
 
     if node == _terms.NODE:  # here: no policy, no wire
         target = _resolve_function(fn)
@@ -104,7 +105,8 @@ def call(node: str, fn: str, *args: Any, timeout: float | None = None) -> Any:
 def cast(node: str, fn: str, *args: Any) -> bool:
     """Run ``fn(*args)`` on ``node`` without waiting (rpc:cast); answers True, whatever happens."""
     _allow.parse(fn)  # a bad name raises BadFunctionName, a Badarg
-    from .dist.node import NODE_STATE, _resolve_function, _run_remote_call
+    from .dist.functions import resolve as _resolve_function
+    from .dist.node import NODE_STATE, _run_remote_call
 
     if node == _terms.NODE:
         target = _resolve_function(fn)

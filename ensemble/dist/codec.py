@@ -46,7 +46,13 @@ KK    kind        on the wire                                      arrives as
                                                                    :class:`WireRef`
 8     alias       as a pid                                         ``alias_in(...)`` or
                                                                    :class:`WireAlias`
+9     named       ``[tag, name, *fields]``                         ``named_in(name, fields)``
+                                                                   or :class:`WireNamed`
 ====  ==========  ===============================================  ==========================
+
+A *named* value is one the runtime lets cross by name (:mod:`ensemble.dist.wire_types`:
+registered classes and constants, functions): ``named_out`` answers its name and fields at
+the sender, ``named_in`` builds it again at the receiver.
 
 Why no escaping is needed: msgpack reserves the negative ext codes for itself, and
 ``msgpack.ExtType`` refuses any code outside 0..127, so no user value can be (or contain) a
@@ -94,6 +100,7 @@ __all__ = [
     "WirePid",
     "WireRef",
     "WireAlias",
+    "WireNamed",
     "encode",
     "decode",
     "Encoder",
@@ -137,6 +144,10 @@ TAG_CODE = -128
 WireId = tuple[str, int, int]
 OutConverter = Callable[[Any], "WireId | None"]
 InConverter = Callable[[str, int, int], Any]
+#: What crosses by name: ``named_out(value)`` answers ``(name, fields)`` or None;
+#: ``named_in(name, fields)`` answers the value.
+NamedOut = Callable[[Any], "tuple[str, tuple] | None"]
+NamedIn = Callable[[str, tuple], Any]
 
 
 # ---------------------------------------------------------------------------------- errors
@@ -286,12 +297,32 @@ class WireAlias(_WireId):
     __slots__ = ()
 
 
+class WireNamed:
+    """A named value decoded without ``named_in`` (or one ``named_in`` does not know): its
+    ``name`` and ``fields``."""
+
+    __slots__ = ("name", "fields")
+
+    def __init__(self, name: str, fields: tuple) -> None:
+        self.name = name
+        self.fields = fields
+
+    def __eq__(self, other: Any) -> bool:
+        return type(other) is WireNamed and other.name == self.name and other.fields == self.fields
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.fields))
+
+    def __repr__(self) -> str:
+        return f"WireNamed({self.name!r}, {self.fields!r})"
+
+
 # -------------------------------------------------------------------------------- tags
 
 # Kinds 1-4 head a tagged array (their ext payload is the kind alone); kinds 5-8 are whole
 # values in one ext: a big int's payload is the kind then the int's bytes, a pid's, a
 # reference's or an alias's is _IDENTITY (kind, id, creation) then the node's name in UTF-8.
-_TUPLE, _SET, _FROZENSET, _ERROR, _BIGINT, _PID, _REF, _ALIAS = range(1, 9)
+_TUPLE, _SET, _FROZENSET, _ERROR, _BIGINT, _PID, _REF, _ALIAS, _NAMED = range(1, 10)
 _KIND_NAMES = {
     _TUPLE: "tuple",
     _SET: "set",
@@ -301,6 +332,7 @@ _KIND_NAMES = {
     _PID: "pid",
     _REF: "reference",
     _ALIAS: "alias",
+    _NAMED: "named value",
 }
 _IDENTITY = Struct("<BQI")
 _IDENTITY_SIZE = _IDENTITY.size
@@ -310,8 +342,8 @@ _WIRE_KINDS = {WirePid: _PID, WireRef: _REF, WireAlias: _ALIAS}
 # ExtType's constructor refuses negative codes (which is what keeps user values from ever
 # being tags); the packer packs any code, so the codec builds its own without it.
 _tuple_new = tuple.__new__
-_T_TUPLE, _T_SET, _T_FROZENSET, _T_ERROR = (
-    _tuple_new(ExtType, (TAG_CODE, bytes([k]))) for k in range(1, 5)
+_T_TUPLE, _T_SET, _T_FROZENSET, _T_ERROR, _T_NAMED = (
+    _tuple_new(ExtType, (TAG_CODE, bytes([k]))) for k in (_TUPLE, _SET, _FROZENSET, _ERROR, _NAMED)
 )
 
 
@@ -327,7 +359,7 @@ class _Tag:
         return f"<tag {_KIND_NAMES[self.kind]}>"
 
 
-_TAGS = {bytes([k]): _Tag(k) for k in (_TUPLE, _SET, _FROZENSET, _ERROR)}
+_TAGS = {bytes([k]): _Tag(k) for k in (_TUPLE, _SET, _FROZENSET, _ERROR, _NAMED)}
 
 # Values msgpack packs itself under strict_types (exact types only).
 _NATIVE = frozenset(
@@ -360,6 +392,7 @@ def encode(
     pid_out: OutConverter | None = None,
     ref_out: OutConverter | None = None,
     alias_out: OutConverter | None = None,
+    named_out: NamedOut | None = None,
 ) -> bytes:
     """``value`` as bytes for :func:`decode`; raises :class:`NotWireData` if it is not wire data.
 
@@ -369,11 +402,13 @@ def encode(
     not know (the first answer decides); ``ref_out`` is also asked about every
     :class:`ensemble._terms.Ref` and ``alias_out`` about every ``Alias`` (without an answer
     they go as ``(ref.node, ref's number, 0)``).  Converters must answer ``None``, not raise,
-    for values they do not recognize.  Raises :class:`TooDeep` (a ``NotWireData``) for a
+    for values they do not recognize.  ``named_out`` is asked last about a value of a type the
+    codec does not know: ``(name, fields)`` sends it by name (its fields encoded as any value).
+    Raises :class:`TooDeep` (a ``NotWireData``) for a
     value nested deeper than :data:`MAX_DEPTH` or containing itself, and :class:`CodecError`
     when a converter answers something other than ``(str, int, int)`` in range.
     """
-    return Encoder(pid_out=pid_out, ref_out=ref_out, alias_out=alias_out).encode(value)
+    return Encoder(pid_out=pid_out, ref_out=ref_out, alias_out=alias_out, named_out=named_out).encode(value)
 
 
 class Encoder:
@@ -397,10 +432,11 @@ class Encoder:
         pid_out: OutConverter | None = None,
         ref_out: OutConverter | None = None,
         alias_out: OutConverter | None = None,
+        named_out: NamedOut | None = None,
     ) -> None:
-        self._outs = (pid_out, ref_out, alias_out)
+        self._outs = (pid_out, ref_out, alias_out, named_out)
         self.busy = [0]  # hooks of this encoder running (Python code that could encode again)
-        self._default = _make_default(pid_out, ref_out, alias_out, self.busy)
+        self._default = _make_default(pid_out, ref_out, alias_out, self.busy, named_out)
         self._packer: Packer | None = None
         self.renew()
 
@@ -452,13 +488,14 @@ def _make_default(
     ref_out: OutConverter | None,
     alias_out: OutConverter | None,
     busy: list[int] | None = None,
+    named_out: NamedOut | None = None,
 ) -> Callable[[Any], Any]:
     """The packer's hook for what msgpack does not pack itself, with these converters; with
     ``busy``, ``busy[0]`` counts the calls of it under way."""
-    outs = (pid_out, ref_out, alias_out)
+    outs = (pid_out, ref_out, alias_out, named_out)
 
     if busy is not None:
-        base = _make_default(pid_out, ref_out, alias_out)
+        base = _make_default(pid_out, ref_out, alias_out, None, named_out)
 
         def counted(o: Any) -> Any:
             busy[0] += 1
@@ -500,6 +537,10 @@ def _make_default(
         )
         if found is not None:
             return found
+        if named_out is not None:
+            named = named_out(o)
+            if named is not None:
+                return [_T_NAMED, named[0], *named[1]]
         raise NotWireData(_not_wire_data(o), type_name=_type_name(t))
 
     return default
@@ -600,6 +641,8 @@ def _find_problem(
             children = [_TAG_CHILD] + [((".args[{i}]", i, None), a) for i, a in enumerate(args)]
         elif _is_identity(o, t, outs):
             continue
+        elif outs[3] is not None and (named := outs[3](o)) is not None:
+            children = [_TAG_CHILD, _TAG_CHILD] + [(("<field {i}>", i, None), x) for i, x in enumerate(named[1])]
         else:
             return NotWireData(
                 f"{_not_wire_data(o)}, at {_show_path(node)}",
@@ -616,7 +659,7 @@ def _is_identity(o: Any, t: type, outs: tuple[OutConverter | None, ...]) -> bool
     if t is Ref or t is Alias:
         out = outs[1] if t is Ref else outs[2]
         return (out is not None and out(o) is not None) or _valid_id(o._node, o._n, 0)
-    return any(out is not None and out(o) is not None for out in outs)
+    return any(out is not None and out(o) is not None for out in outs[:3])
 
 
 def _too_deep(node: tuple[Any, Any, Any, int]) -> TooDeep:
@@ -672,15 +715,17 @@ def decode(
     pid_in: InConverter | None = None,
     ref_in: InConverter | None = None,
     alias_in: InConverter | None = None,
+    named_in: NamedIn | None = None,
 ) -> Any:
     """The value :func:`encode` made ``data`` from; raises :class:`Undecodable` for any other bytes.
 
     Each converter builds the in-memory value of a pid, reference or alias from
     ``(node, id, creation)``; without one they arrive as :class:`WirePid`, :class:`WireRef`,
-    :class:`WireAlias`.  An exception a converter raises arrives as ``Undecodable`` too (its
+    :class:`WireAlias`; ``named_in(name, fields)`` builds a named value (without it: a
+    :class:`WireNamed`).  An exception a converter raises arrives as ``Undecodable`` too (its
     ``__cause__``).  Never raises anything else, whatever ``data`` is.
     """
-    return decoder(pid_in=pid_in, ref_in=ref_in, alias_in=alias_in).decode(data)
+    return decoder(pid_in=pid_in, ref_in=ref_in, alias_in=alias_in, named_in=named_in).decode(data)
 
 
 def decoder(
@@ -688,6 +733,7 @@ def decoder(
     pid_in: InConverter | None = None,
     ref_in: InConverter | None = None,
     alias_in: InConverter | None = None,
+    named_in: NamedIn | None = None,
 ) -> "Decoder":
     """:func:`decode` with its converters fixed once (its hooks built once): the fast way to
     decode many frames (``decoder(...).decode``).  Not for two OS threads at once (give each
@@ -729,6 +775,12 @@ def decoder(
             return set(items[1:])
         if kind == _FROZENSET:
             return frozenset(items[1:])
+        if kind == _NAMED:
+            if len(items) < 2 or type(items[1]) is not str:
+                raise Undecodable(f"a named value is [tag, str, *fields], not {_short(items[1:])}")
+            if named_in is None:
+                return WireNamed(items[1], tuple(items[2:]))
+            return named_in(items[1], tuple(items[2:]))
         if len(items) < 3 or type(items[1]) is not str or type(items[2]) is not str:
             raise Undecodable(f"an exception is [tag, str, str, *args], not {_short(items[1:])}")
         return RemoteError(items[1], items[2], tuple(items[3:]))

@@ -58,7 +58,7 @@ from ..decide import allow as _allow
 from ..decide import framing, handshake
 from ..decide import signal as _signal
 from ..threads import get_ident
-from . import codec, envelope, epmd
+from . import codec, envelope, epmd, functions, wire_types
 from .conn import Conn
 
 __all__ = ["Node", "NODE_STATE"]
@@ -88,20 +88,6 @@ def full_name(name: str) -> str:
 SPAWNED = "$ensemble.spawned"
 #: The first element of the message a spawn with ``reply`` sends when done: ``(RESULT, n, outcome)``.
 RESULT = "$ensemble.result"
-
-
-def _resolve_function(fname: str) -> Any:
-    """The callable ``"module:function"`` names (importing the module), or None."""
-    import importlib
-
-    module, function = _allow.parse(fname)
-    try:
-        obj: Any = importlib.import_module(module)
-        for part in function.split("."):
-            obj = getattr(obj, part)
-    except Exception:  # noqa: BLE001 - any failure to find it: "undefined"
-        return None
-    return obj if callable(obj) else None
 
 
 def _run_remote_call(fn: Any, args: tuple, link_to: Any, reply_to: Any, n: int) -> Any:
@@ -181,8 +167,13 @@ class Node:
         self.sent_aliases: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         self._sent_refs = self.sent_pids.data  # id -> weak reference, read without a Python call
         #: the codec with this node's converters, built once (used on the carrier's thread)
-        self.encoder = codec.Encoder(pid_out=self.pid_out, alias_out=self.alias_out)
-        self.decoder = codec.decoder(pid_in=self.pid_in, ref_in=_ref_in, alias_in=self.alias_in)
+        self.encoder = codec.Encoder(pid_out=self.pid_out, alias_out=self.alias_out,
+                                     named_out=wire_types.named_out)
+        self.decoder = codec.decoder(pid_in=self.pid_in, ref_in=_ref_in, alias_in=self.alias_in,
+                                     named_in=self.named_in)
+        #: the peer whose frames are being carried out (a function it names is let in by
+        #: ``allow``, or because the peer is trusted)
+        self.reading_from: str | None = None
         self.decode = self.decoder.decode
         #: registered name -> the envelope header of a message to it
         self.named_headers: dict[str, bytes | None] = {}
@@ -199,7 +190,18 @@ class Node:
         """``value`` in the codec, with this node's pids, refs and aliases (from any thread)."""
         if get_ident() == self.carrier_ident:
             return self.encoder.encode(value)
-        return codec.encode(value, pid_out=self.pid_out, alias_out=self.alias_out)
+        return codec.encode(value, pid_out=self.pid_out, alias_out=self.alias_out,
+                            named_out=wire_types.named_out)
+
+    def named_in(self, name: str, fields: tuple) -> Any:
+        """A value that crossed by name (:mod:`ensemble.dist.wire_types`); a function is let in
+        when the peer it came from is trusted or this node's ``allow`` lets it in."""
+        return wire_types.named_in(name, fields, self._function_in)
+
+    def _function_in(self, fname: str) -> Any:
+        if self.reading_from in self.trusted or _allow.allowed(self.allow, fname):
+            return functions.resolve(fname)
+        return None
 
     def alias_out(self, a: Any) -> tuple[str, int, int] | None:
         """An alias as the wire carries it (a local one is remembered, to come back as itself)."""
@@ -469,6 +471,7 @@ class Node:
         copy of the frame (the codec's decode runs again on a body that fails, to say why).
         """
         decode, eh, lh, open_tags = self.decoder
+        self.reading_from = conn.peer
         creation = self.creation
         table = P.TABLE
         names = P.NAMES
@@ -638,7 +641,7 @@ class Node:
         if peer not in self.trusted and not _allow.allowed(self.allow, fname):
             answer(("not_allowed", fname))
             return
-        fn = _resolve_function(fname)
+        fn = functions.resolve(fname)
         if fn is None:
             answer(("undefined", fname))
             return

@@ -6,8 +6,9 @@ Erlang lets records and funs cross, by naming it:
 * ``register(cls)``: instances of ``cls`` travel as its name and fields (a dataclass's fields
   by default; ``to_fields``/``from_fields`` for other classes) and arrive as ``cls`` again, on
   every node where the same registration ran (importing the module that registers is enough).
-  A name no registration knows arrives as a :class:`WireStruct` (its name and fields), and so
-  does one whose ``from_fields`` refuses the fields: the message is still delivered.
+  A name no registration knows arrives as a :class:`~ensemble.dist.codec.WireNamed` (its wire
+  name and fields), and so does one whose ``from_fields`` refuses the fields: the message is
+  still delivered, and sent on it travels as it came.
 * ``register_constant(obj, name)``: a sentinel travels as its name and arrives as the very
   object registered under that name there (identity comparisons keep working).
 * A module-level function travels as ``"module:qualname"`` and arrives as that function when
@@ -28,9 +29,10 @@ from typing import Any, Callable
 
 from .._exceptions import Badarg
 from .._threads import allocate_lock
+from .codec import WireNamed
 from .functions import NotImportable, importable_name
 
-__all__ = ["register", "register_constant", "WireStruct", "WireFunction", "named_out", "named_in"]
+__all__ = ["register", "register_constant", "WireNamed", "WireFunction", "named_out", "named_in"]
 
 _lock = allocate_lock()
 #: type -> (name, to_fields)
@@ -47,24 +49,10 @@ _TYPE, _CONSTANT, _FUNCTION = "T:", "C:", "F:"
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType)
 
 
-class WireStruct:
-    """A registered value whose name this node does not know (or whose fields its registration
-    refused): the ``name`` and ``fields`` it arrived with."""
-
-    __slots__ = ("name", "fields")
-
-    def __init__(self, name: str, fields: tuple) -> None:
-        self.name = name
-        self.fields = fields
-
-    def __eq__(self, other: Any) -> bool:
-        return type(other) is WireStruct and other.name == self.name and other.fields == self.fields
-
-    def __hash__(self) -> int:
-        return hash((self.name, self.fields))
-
-    def __repr__(self) -> str:
-        return f"WireStruct({self.name!r}, {self.fields!r})"
+#: A registered value whose name this node does not know (or whose fields its registration
+#: refused) arrives as the codec's WireNamed: the wire name and the fields it came with (sent on,
+#: it travels as it came).
+WireStruct = WireNamed
 
 
 class WireFunction:
@@ -165,6 +153,10 @@ def named_out(o: Any) -> tuple[str, tuple] | None:
         return _CONSTANT + const[0], ()
     if t is functools.partial:
         return _TYPE + "functools:partial", (o.func, o.args, o.keywords)
+    if t is WireNamed:
+        return o.name, o.fields
+    if t is WireFunction:
+        return _FUNCTION + o.name, ()
     if t in _FUNCTION_TYPES:
         name = _function_name(o)
         if name is not None:
@@ -183,17 +175,17 @@ def named_in(name: str, fields: tuple, resolve_function: Callable[[str], Any]) -
                 type(k) is str for k in kwargs
             ):
                 return functools.partial(fn, *args, **kwargs)
-            return WireStruct(rest, fields)
+            return WireNamed(name, fields)
         build = _IN.get(rest)
         if build is not None:
             try:
                 return build(*fields)
             except Exception:  # noqa: BLE001 - a peer's fields the registration refuses
-                return WireStruct(rest, fields)
-        return WireStruct(rest, fields)
+                return WireNamed(name, fields)
+        return WireNamed(name, fields)
     if kind == _CONSTANT and not fields:
         obj = _CONST_IN.get(rest, _CONST_IN)
-        return obj if obj is not _CONST_IN else WireStruct(rest, ())
+        return obj if obj is not _CONST_IN else WireNamed(name, ())
     if kind == _FUNCTION and not fields:
         fn = resolve_function(rest)
         return fn if fn is not None else WireFunction(rest)

@@ -2,8 +2,10 @@
 importable by name in another OS process)."""
 
 import os
+from dataclasses import dataclass
 
 import ensemble as e
+from ensemble.dist import wire_types
 
 
 def report_pid(parent, tag):
@@ -48,3 +50,23 @@ class Unimportable:
 
     def __call__(self):
         return None
+
+
+@dataclass(frozen=True)
+class Point:
+    """A value registered to cross the wire as itself."""
+
+    x: int
+    y: int
+
+
+wire_types.register(Point)
+
+
+def shift(dx, point):
+    return Point(point.x + dx, point.y)
+
+
+def apply(parent, fn, value):
+    """Send ``fn(value)`` back to ``parent`` (``fn`` and ``value`` crossed the wire)."""
+    e.send(parent, ("applied", fn(value)))

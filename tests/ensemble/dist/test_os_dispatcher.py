@@ -7,6 +7,7 @@ and monitored like any process of another node.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import signal
@@ -20,6 +21,7 @@ import ensemble as e
 from ensemble import dispatcher, dist
 from ensemble.decide.carrier_nodes import NotImportable
 from ensemble.dist.os_carriers import OsPool
+from ensemble.dist.wire_types import WireFunction
 
 from . import _os_fns
 from ._cluster import B
@@ -140,6 +142,22 @@ def test_trap_exit_and_state_options_reach_the_process(cpu):
     assert _got("options") == ("options", True, {"n": 1})
     e.spawn(_os_fns.options, e.self(), dispatcher=cpu)
     assert _got("options") == ("options", False, "no state cell")
+
+
+def test_functions_partials_and_registered_values_cross_to_a_carrier_node(cpu):
+    e.spawn(_os_fns.apply, e.self(), functools.partial(_os_fns.shift, 10), _os_fns.Point(1, 2),
+            dispatcher=cpu)
+    assert _got("applied") == ("applied", _os_fns.Point(11, 2))
+
+
+def test_a_function_arrives_only_where_it_is_let_in(child_b):
+    # b's allow does not name _os_fns: there the function is a WireFunction, which b forwards
+    # back as it came; here (allow nothing, b not trusted) it is a WireFunction too.
+    e.send(("echo", B), ("fwd", e.self(), ("fn", _os_fns.crash)))
+    got = _got("fn")
+    assert got == ("fn", WireFunction("tests.ensemble.dist._os_fns:crash"))
+    with pytest.raises(e.Badarg):
+        got[1]("x")
 
 
 # -- links, monitors, exit signals ----------------------------------------------------------

@@ -95,12 +95,15 @@ def test_any_name_and_fields_from_a_peer_decode_to_a_value(name, fields):
     assert value is not None
 
 
-def test_unknown_names_and_refused_fields_arrive_as_wire_structs():
-    assert named_in("T:nowhere:Thing", (1,), _allow_all) == WireStruct("nowhere:Thing", (1,))
-    assert named_in("T:" + __name__ + ":Point", (1,), _allow_all) == WireStruct(__name__ + ":Point", (1,))
-    assert named_in("C:nowhere", (), _allow_all) == WireStruct("nowhere", ())
-    assert named_in("T:functools:partial", ("not callable", (), {}), _allow_all) == WireStruct(
-        "functools:partial", ("not callable", (), {}))
+def test_unknown_names_and_refused_fields_arrive_as_wire_named_and_travel_on_as_they_came():
+    for name, fields in [("T:nowhere:Thing", (1,)), ("T:" + __name__ + ":Point", (1,)),
+                         ("C:nowhere", ()), ("T:functools:partial", ("not callable", (), {})),
+                         ("X:odd", (1, 2))]:
+        value = named_in(name, fields, _allow_all)
+        assert value == WireStruct(name, fields)
+        assert named_out(value) == (name, fields)
+    refused = named_in("F:tests.ensemble.dist._os_fns:crash", (), _allow_none)
+    assert named_out(refused) == ("F:tests.ensemble.dist._os_fns:crash", ())
 
 
 def test_registration_refusals():
