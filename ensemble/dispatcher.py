@@ -33,7 +33,7 @@ from . import _pools
 from ._exceptions import Badarg
 from ._pools import BLOCKING, DEFAULT
 
-__all__ = ["define", "shutdown", "dispatchers", "yield_", "call_soon", "DEFAULT", "BLOCKING"]
+__all__ = ["define", "shutdown", "dispatchers", "carriers", "yield_", "call_soon", "DEFAULT", "BLOCKING"]
 
 
 def define(name: str, size: int | None = None, *, processes: int | None = None) -> str:
@@ -101,6 +101,16 @@ def dispatchers() -> list[str]:
     with _pools.LOCK:
         others = sorted(n for n in _pools.POOLS if n != DEFAULT)
     return [DEFAULT, *others]
+
+
+def carriers(name: str) -> list[str]:
+    """The carriers of dispatcher ``name``, in order: thread names (``"blocking-3"``, what
+    ``process_info(pid, "carrier")`` answers), or a dispatcher of OS processes' node names;
+    empty until its first spawn starts them, and for an unknown name."""
+    with _pools.LOCK:
+        pool = _pools.POOLS.get(name) if type(name) is str else None
+        held = list(pool.carriers) if pool is not None else []
+    return [c.node if type(pool) is not _pools.ThreadPool else c.name for c in held]
 
 
 def yield_() -> None:

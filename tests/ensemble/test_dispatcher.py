@@ -200,6 +200,17 @@ def test_a_shut_down_carrier_thread_ends_once_its_processes_have(pool_name):
     assert True is carrier.wait_stopped(WAIT)
 
 
+def test_carriers_lists_a_pools_threads_once_it_has_started(pool_name):
+    dispatcher.define(pool_name, 2)
+    assert dispatcher.carriers(pool_name) == []
+    pid = ensemble.spawn(ensemble.receive, dispatcher=pool_name)
+    assert dispatcher.carriers(pool_name) == [f"{pool_name}-0", f"{pool_name}-1"]
+    assert ensemble.process_info(pid, "carrier") in dispatcher.carriers(pool_name)
+    assert dispatcher.carriers("default") == ["default"]
+    assert dispatcher.carriers("no such dispatcher") == []
+    ensemble.exit(pid, "kill")
+
+
 def test_process_info_dispatcher():
     """process_info(pid, "dispatcher") names the dispatcher the process was spawned on."""
     d = ensemble.spawn(wait_forever)

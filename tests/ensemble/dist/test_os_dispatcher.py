@@ -102,9 +102,12 @@ def test_the_carriers_are_the_dispatchers_size(node_a):
     name = f"cpu{next(_names)}"
     dispatcher.define(name, processes=3)
     try:
+        assert dispatcher.carriers(name) == []
         for i in range(6):
             e.spawn(_os_fns.report_pid, e.self(), "here", dispatcher=name)
-        assert len({_got("here")[1] for _ in range(6)}) == 3
+        got = [_got("here") for _ in range(6)]
+        assert len({g[1] for g in got}) == 3
+        assert sorted(dispatcher.carriers(name)) == sorted({g[2] for g in got})
     finally:
         dispatcher.shutdown(name)
 
