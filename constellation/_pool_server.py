@@ -4,12 +4,17 @@ The pool server holds a pure :mod:`constellation.runtime` value -- the core
 stage plus the registry that routes each worker's subscription to its pid,
 exactly as a stage process does -- (and, for a source-fed pool, the pure
 :mod:`constellation._source_core` reservation) and carries out the deliveries
-they answer: each ``Deliver`` sends its message to the worker as it is (an
-:class:`~constellation.runtime.Events` batch to handle, or
-:class:`~constellation.runtime.Cancelled`, the worker's cue to quit once its
-earlier batches are done); one completion message comes back per handled
-batch, naming the worker's subscription.  :mod:`constellation.worker_pool`
-is the public face.
+they answer: a batch of :class:`~constellation.runtime.Events` goes to its
+worker as ``(_BATCH, events)``, and
+:class:`~constellation.runtime.Cancelled` as it is (the worker's cue to quit
+once its earlier batches are done).  Each handled batch is reported back as
+a completion, ``(subscription, count)``: the very ask that renews the demand
+it used.  A completion is a message, except while the pool, on the same
+carrier as its workers, has yielded to them to collect their completions
+(see ``_PoolServer._completions``): then the worker adds its count to its
+subscription's ``done`` cell, which the pool reads as soon as it resumes --
+the same ask, without a message to send and to take out of the mailbox.
+:mod:`constellation.worker_pool` is the public face.
 """
 
 from __future__ import annotations
@@ -64,19 +69,56 @@ class _Tag:
         return f"<worker_pool {self.name}>"
 
 
-# pool -> worker: the runtime's messages, runtime.Events (a batch) and runtime.Cancelled (quit)
+_BATCH = _Tag("batch")  # pool -> worker: (_BATCH, events); or runtime.Cancelled (quit)
 _READY = _Tag("ready")  # worker -> pool: (_READY, n)
-_DONE = _Tag("done")  # worker -> pool: (_DONE, subscription, count)
+# worker -> pool, a completion: (subscription, count), a _Sub first
 
 
-def _subscription(n: int) -> str:
+class _Sub:
+    """Worker ``n``'s subscription (and participant) id in the pool's runtime; compared by identity.
+
+    Its type tells a completion ``(sub, count)`` from any other message;
+    ``pid`` is the worker's (the runtime's handle for it), set once spawned;
+    ``done`` counts the events the worker completed while the pool collected
+    (see :class:`_Board`), not renewed yet.
+    """
+
+    __slots__ = ("n", "pid", "done")
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.pid: Any = None
+        self.done = 0
+
+    def __repr__(self) -> str:
+        return f"pool-worker-{self.n}"
+
+
+class _Board:
+    """Whether the pool is collecting: yielded to its workers, all on its own carrier, to take their completions.
+
+    Only the pool sets ``open``, and only around its yield, so a worker (on
+    the same carrier, so never at the same time) that sees it open adds its
+    completion to its ``done`` cell, which the pool reads before anything
+    else when it resumes; one that sees it closed sends its completion.
+    """
+
+    __slots__ = ("open",)
+
+    def __init__(self) -> None:
+        self.open = False
+
+
+def _subscription(n: int) -> _Sub:
     """Worker ``n``'s subscription (and participant) id in the pool's runtime."""
-    return f"pool-worker-{n}"
+    return _Sub(n)
 
 
 def _worker(
     pool: Any,
     n: int,
+    sub: _Sub,
+    board: _Board,
     slot: int,
     initial_state: Callable[[int], Any],
     handle_batch: Any,
@@ -90,13 +132,11 @@ def _worker(
     receive = e.receive
     send(pool, (_READY, n))
     wid = WorkerId(n)
-    sub = _subscription(n)
     notify = _notifier.notify
     while True:
         msg = receive()
-        t = type(msg)
-        if t is Events:
-            events = msg.events
+        if type(msg) is tuple and msg and msg[0] is _BATCH:
+            events = msg[1]
             count = len(events)
             if notifier is not None:
                 notify(notifier, BatchStarted(wid, count))
@@ -107,17 +147,20 @@ def _worker(
                 state = handle_batch(state, events)
             if notifier is not None:
                 notify(notifier, BatchCompleted(wid, count))
-            send(pool, (_DONE, sub, count))
-        elif t is Cancelled:
+            if board.open:  # the pool is collecting: it reads the cell as soon as it resumes
+                sub.done += count
+            else:
+                send(pool, (sub, count))
+        elif type(msg) is Cancelled:
             return
-        elif t is tuple and msg and msg[0] == "DOWN" and msg[1] is owner:
+        elif type(msg) is tuple and msg and msg[0] == "DOWN" and msg[1] is owner:
             return
 
 
 class _Worker:
     __slots__ = ("id", "slot", "pid", "mref", "sub")
 
-    def __init__(self, id: WorkerId, slot: int, pid: Any, mref: Any, sub: str) -> None:
+    def __init__(self, id: WorkerId, slot: int, pid: Any, mref: Any, sub: _Sub) -> None:
         self.id = id
         self.slot = slot
         self.pid = pid
@@ -187,13 +230,13 @@ class _PoolServer(gen_server.GenServer):
         self.config = config
         self.notify_source = notify_source
         self.source_id = source_id
-        # Workers on another dispatcher run on other carriers: yielding to them is no use.
-        self._rounds = _ROUNDS if config.dispatcher == DEFAULT else 0
+        self._rounds = 0  # set by init, once the pool knows its carrier
+        self._board = _Board()
         seen = self._seen = [False]  # whether _take passed over another message since the last reset
 
         def take(m: Any) -> Any:
             """A matcher taking a worker's completion message (and noting any other message)."""
-            if type(m) is tuple and m and m[0] is _DONE:
+            if type(m) is tuple and len(m) == 2 and type(m[0]) is _Sub:
                 return m
             seen[0] = True
             return e.NOMATCH
@@ -206,6 +249,11 @@ class _PoolServer(gen_server.GenServer):
         cfg = self.config
         st = _State()
         st.me = e.self()
+        # Workers on another carrier than the pool's (another dispatcher, or the pool itself off
+        # "default", whose one carrier is the importing thread's hub) run in parallel with it:
+        # yielding to them is no use, and they report every completion as a message.
+        if cfg.dispatcher == DEFAULT and e.process_info(st.me, "dispatcher") == DEFAULT:
+            self._rounds = _ROUNDS
         if cfg.reporter is not None:
             st.reporter, st.reporter_mref = _notifier.start(cfg.reporter, _notifier.ISOLATE)
         if self.notify_source is not None:
@@ -232,10 +280,13 @@ class _PoolServer(gen_server.GenServer):
         cfg = self.config
         n = st.next_id
         st.next_id = n + 1
+        sub = _subscription(n)
         pid, mref = e.spawn_monitor(
             _worker,
             st.me,
             n,
+            sub,
+            self._board,
             slot,
             cfg.initial_state,
             cfg.handle_batch,
@@ -243,6 +294,7 @@ class _PoolServer(gen_server.GenServer):
             st.reporter,
             dispatcher=cfg.dispatcher,
         )
+        sub.pid = pid
 
         def started(m: Any) -> Any:
             if type(m) is tuple:
@@ -259,7 +311,6 @@ class _PoolServer(gen_server.GenServer):
             raise _WorkerStartFailed("timeout")
         if len(got) == 5:
             raise _WorkerStartFailed(got[4])
-        sub = _subscription(n)
         w = _Worker(WorkerId(n), slot, pid, mref, sub)
         st.workers[n] = w
         st.by_mref[mref] = w
@@ -387,7 +438,7 @@ class _PoolServer(gen_server.GenServer):
 
     def handle_info(self, msg: Any, st: _State) -> Any:
         if type(msg) is tuple:
-            if msg[0] is _DONE:  # the hot path: renew what the workers completed
+            if len(msg) == 2 and type(msg[0]) is _Sub:  # the hot path: renew what the workers completed
                 return self._completions(msg, st)
             if msg[0] == "DOWN" and len(msg) == 5:
                 return self._down(msg[1], msg[4], st)
@@ -399,33 +450,56 @@ class _PoolServer(gen_server.GenServer):
         The completions already waiting are taken with a polling selective
         receive (renewing demand commutes with the other requests, so taking
         them first is safe) and renewed together in one
-        :func:`runtime.ask_all` -- the same deliveries as one ask each, in
-        order.  A completion of a worker no longer subscribed (replaced
-        meanwhile, or the pool shutting down) renews nothing.  Then, when the
-        workers share the pool's carrier and got work, the pool yields to them
-        (``ensemble.dispatcher.yield_``) and goes on with the completions they
-        sent meanwhile, for at most ``_ROUNDS`` rounds, and only while no
-        other message waits: one trip through the gen_server loop serves many
-        batches, and a call or a ``DOWN`` waits one round at most.
+        :func:`runtime.ask_all_unrouted` -- the same deliveries as one ask
+        each, in order.  A completion of a worker no longer subscribed
+        (replaced meanwhile, or the pool shutting down) renews nothing.  The
+        pool stops polling once the completions it took cover every event in
+        flight (what the workers' demand lacks of ``prefetch``), so the poll
+        that finds nothing is made only while a worker is still busy.
+
+        Then, when the workers share the pool's carrier and got work, the pool
+        yields to them (``ensemble.dispatcher.yield_``) with its board open:
+        the completions of that turn are counted in their ``done`` cells, not
+        sent; it renews them (and any completion message that came) and goes
+        on, for at most ``_ROUNDS`` rounds, and only while no other message
+        waits: one trip through the gen_server loop serves many batches, and a
+        call or a ``DOWN`` waits one round at most.  Entered with batches still
+        in flight on its carrier (woken by the first worker done), the pool
+        first gives the others their turn, and renews them all together.
         """
         take = self._take
         seen = self._seen
         seen[0] = False
-        routes = st.rt.routes
-        asks = [(msg[1], msg[2])] if msg[1] in routes else []
+        rt = st.rt
+        routes = rt.routes
+        # the events in flight whose completions are still to take: what the workers' demand lacks
+        expected = len(routes) * self.config.prefetch - core.available_demand(rt.state)
+        asks = []
+        if msg[0] in routes:
+            asks.append(msg)  # a completion (sub, count) is the ask that renews it
+            expected -= msg[1]
         rounds = self._rounds
+        board = self._board
         while True:
-            while True:
-                m = _receive(take, timeout=0)
+            while expected:
+                m = _receive(take, timeout=0.0)
                 if m is _TIMEOUT:
                     break
-                if m[1] in routes:
-                    asks.append((m[1], m[2]))
+                if m[0] in routes:
+                    asks.append(m)
+                    expected -= m[1]
+            if expected > 0 and rounds:
+                # Woken by the first of the workers given work: let the others finish their turn,
+                # then renew them all together.
+                rounds -= 1
+                _turn(board, routes, asks)
+                expected = -1
+                continue
             if not asks:
                 return ("noreply", st)
             st.rt, out = _ask_all(st.rt, asks)  # never fails: every id is routed, every count > 0
-            for d in out:
-                _send(d.to, d.message)
+            for sub, events in out:
+                _send(sub.pid, (_BATCH, events))
             if st.stopping:
                 if core.buffer_size(st.rt.state) == 0:
                     return self._begin_shutdown(st)
@@ -434,9 +508,10 @@ class _PoolServer(gen_server.GenServer):
             if not out or not rounds or seen[0]:
                 return ("noreply", st)
             rounds -= 1
-            _yield()
             routes = st.rt.routes
             asks = []
+            _turn(board, routes, asks)
+            expected = -1  # and any completion message, up to the first poll that finds none
 
     def _down(self, mref: Any, reason: Any, st: _State) -> Any:
         w = st.by_mref.pop(mref, None)
@@ -469,13 +544,28 @@ class _PoolServer(gen_server.GenServer):
         return ("noreply", st)
 
 
-_ask_all = runtime.ask_all
+_ask_all = runtime.ask_all_unrouted
 _send = e.send
 _receive = e.receive
 _TIMEOUT = e.TIMEOUT
 
 
+def _turn(board: _Board, routes: dict, asks: list) -> None:
+    """Yield to the workers with ``board`` open, then append to ``asks`` the completions they counted meanwhile."""
+    board.open = True
+    try:
+        _yield()
+    finally:
+        board.open = False  # before anything else: from here on, completions are messages
+    for sub in routes:
+        done = sub.done
+        if done:
+            sub.done = 0
+            asks.append((sub, done))
+
+
 def _execute(out: list) -> None:
-    """Carry out the runtime's deliveries, in order: each message goes to its worker as it is."""
+    """Carry out the runtime's deliveries, in order: a batch goes as ``(_BATCH, events)``, Cancelled as it is."""
     for d in out:
-        _send(d.to, d.message)
+        m = d.message
+        _send(d.to, (_BATCH, m.events) if type(m) is Events else m)

@@ -54,6 +54,7 @@ each kind in its own way.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Hashable, Iterable, Optional, Union
 
 from ensemble.decide.values import same
@@ -321,20 +322,26 @@ _new = object.__new__
 #: events than this were taken from it (see :class:`_Buffer`).
 _MERGE_BELOW = 4096
 
+#: A pushed chunk at least this long is appended as it is, never merged (see :class:`_Buffer`).
+_APPEND_FROM = 512
+
 
 class _Buffer:
     """An immutable FIFO: chunks of tuples, an offset into the first chunk, a size.
 
-    Appending merges a new chunk into the last one while that one is no more
-    than twice its size and shorter than ``_MERGE_BELOW`` events: many small
-    pushes make O(log n) chunks below that size, and an event is copied O(1)
-    times (not O(log n)) once chunks reach it, for n / ``_MERGE_BELOW``
-    chunks at most beyond the small ones.  Taking ``k`` events from the head
-    costs O(k), and the first chunk is compacted (its taken events let go)
-    once the offset passes half of it and ``_MERGE_BELOW`` events.  The
-    dispatch engines (:func:`constellation.dispatch._engine`) read it through
-    ``size``, :meth:`take`, :meth:`drop`, :meth:`split`, :meth:`peek` and
-    :meth:`holding`.
+    Appending merges a new chunk shorter than ``_APPEND_FROM`` events into
+    the last one while that one is no more than twice its size and shorter
+    than ``_MERGE_BELOW`` events: many small pushes make O(log n) chunks below
+    that size, and an event is copied O(1) times (not O(log n)) once chunks
+    reach it, for n / ``_MERGE_BELOW`` chunks at most beyond the small ones;
+    a long push (``_APPEND_FROM`` events or more) is kept as it is, copied
+    never, one chunk per ``_APPEND_FROM`` events at most.  Taking ``k``
+    events from the head costs O(k), and the first chunk is compacted (its
+    taken events let go) once the offset passes half of it and
+    ``_MERGE_BELOW`` events.  The dispatch engines
+    (:func:`constellation.dispatch._engine`) read it through ``size``,
+    :meth:`take`, :meth:`drop`, :meth:`split`, :meth:`peek`, :meth:`holding`
+    and the head chunk (``chunks[0]`` from ``offset`` on).
     """
 
     __slots__ = ("chunks", "offset", "size")
@@ -349,6 +356,8 @@ class _Buffer:
             return self
         if not self.size:
             return _buffer(events)
+        if len(events) >= _APPEND_FROM:
+            return _chunked(self.chunks + (events,), self.offset, self.size + len(events))
         chunks = list(self.chunks)
         chunks.append(events)
         while len(chunks) > 2 and len(chunks[-2]) <= 2 * len(chunks[-1]) and len(chunks[-2]) < _MERGE_BELOW:
@@ -376,7 +385,7 @@ class _Buffer:
                 break
             out.append(c)
             k -= len(c)
-        return tuple(_chain(out))
+        return tuple(_flatten(out))
 
     def drop(self, k: int) -> _Buffer:
         """The buffer without its first ``k`` events."""
@@ -421,10 +430,28 @@ class _Buffer:
 
     def peek(self, start: int, k: int) -> tuple:
         """The ``k`` events after the first ``start`` (``0 <= start``, ``0 <= k``), the buffer unchanged."""
+        chunks = self.chunks
         off = self.offset + start
-        if self.chunks and off + k <= len(self.chunks[0]):
-            return self.chunks[0][off : off + k]
-        return self.drop(start).take(k)
+        if chunks and off + k <= len(chunks[0]):
+            return chunks[0][off : off + k]
+        if k <= 0 or start >= self.size:
+            return ()
+        i = 0
+        while off >= len(chunks[i]):  # the chunk holding the first event wanted
+            off -= len(chunks[i])
+            i += 1
+        c = chunks[i]
+        if off + k <= len(c):
+            return c[off : off + k]
+        parts = [c[off:]]
+        k -= len(c) - off
+        for c in chunks[i + 1 :]:
+            if k <= len(c):
+                parts.append(c[:k])
+                break
+            parts.append(c)
+            k -= len(c)
+        return tuple(_flatten(parts))
 
     def holding(self, events: tuple) -> _Buffer:
         """A buffer of exactly ``events`` (what is left once a strategy took what it could anywhere)."""
@@ -434,9 +461,7 @@ class _Buffer:
         return self.take(None)
 
 
-def _chain(parts: list) -> Iterable[Any]:
-    for p in parts:
-        yield from p
+_flatten = chain.from_iterable
 
 
 def _chunked(chunks: tuple, offset: int, size: int) -> _Buffer:
@@ -659,14 +684,14 @@ def _ask_all(state: StageState, asks: Iterable[tuple[Hashable, Any]]) -> tuple[S
     """
     if type(asks) is not list:
         asks = list(asks)
-    demands = state._demands
-    for id, n in asks:
-        if id not in demands:
-            raise _missing(state, id)
-        if type(n) is not int or n <= 0:
-            raise InvalidDemand(n)
     if not asks:
         return state, []
+    demands = state._demands
+    for id, n in asks:
+        if type(n) is not int or n <= 0 or id not in demands:
+            if id not in demands:
+                raise _missing(state, id)
+            raise InvalidDemand(n)
     demands = demands.copy()
     m = state._members
     order, buffer, sent = m.asks_engine(state._order, demands, m.partitions, state._buffer, asks)

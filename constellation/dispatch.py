@@ -198,7 +198,8 @@ def dispatch(strategy: Strategy, targets: Iterable[Target], events: Iterable[Any
 #
 # The core keeps its buffer (``constellation.core._Buffer``: ``size``,
 # ``take(k)``, ``drop(k)``, ``split(k)``, ``peek(start, k)``,
-# ``holding(events)``) and asks the strategy's engines, chosen once per stage
+# ``holding(events)``, and its head chunk ``chunks[0]`` from ``offset`` on,
+# read-only) and asks the strategy's engines, chosen once per stage
 # by :func:`_engine` and :func:`_asks_engine`, to dispatch it:
 # ``engine(order, demands, partitions, buffer) -> (order, buffer,
 # deliveries)``, ``demands`` a fresh dict it updates in place, deliveries
@@ -252,26 +253,60 @@ def _asks_demand(order: tuple, demands: dict, partitions: dict, buffer: Any, ask
 
     While each ask's target is the only one with demand (workers renewing
     their own demand one after the other), the deliveries are consecutive
-    runs of the buffer's head: they are sliced off in turn (``buffer.peek``)
-    and the buffer is cut once, at the end; and as each such delivery turns
-    the order round until its target is last, the turns add up to one, made
-    once, for the last of them.  An ask that finds other targets with demand
-    goes through :func:`_engine_demand`.
+    runs of the buffer's head: they are sliced off in turn (from the head
+    chunk directly while they lie in it, else ``buffer.peek``) and the buffer
+    is cut once, at the end; and as each such delivery turns the order round
+    until its target is last, the turns add up to one, made once, for the
+    last of them.  An ask that finds other targets with demand goes through
+    :func:`_engine_demand`.
     """
     sent: list = []
-    taken = 0  # events delivered from the buffer's head, not cut off yet
     left = buffer.size
+    if not left:  # nothing to deliver: the asks only add demand
+        for i, n in asks:
+            demands[i] += n
+        return order, buffer, sent
+    taken = 0  # events delivered from the buffer's head, not cut off yet
+    head = buffer.chunks[0]
+    at = buffer.offset  # where the next delivery starts in ``head`` (while it lies in it)
+    end_of_head = len(head)
     total = sum(demands.values())
     last = None  # the target of the last delivery whose turn of the order is not made yet
+    append = sent.append
+    if not total:
+        # No target has demand (the steady state of busy workers): each ask in turn is its
+        # target's only demand, served whole while the buffer lasts (that demand stays 0) --
+        # the loop below, where ``d == total`` always holds, with less to track.
+        for i, n in asks:
+            if not left:
+                demands[i] += n
+                continue
+            if n < left:
+                k = n
+            else:
+                k = left
+                demands[i] = n - k
+            end = at + k
+            append((i, head[at:end]) if end <= end_of_head else (i, buffer.peek(taken, k)))
+            at = end
+            taken += k
+            left -= k
+            last = i
+        asks = ()
     for i, n in asks:
         d = demands[i] + n
-        demands[i] = d
         total += n
         if not left:
+            demands[i] = d
             continue
         if d == total:  # the only target with demand
             k = d if d < left else left
-            sent.append((i, buffer.peek(taken, k)))
+            end = at + k
+            if end <= end_of_head:
+                append((i, head[at:end]))
+            else:
+                append((i, buffer.peek(taken, k)))
+            at = end
             taken += k
             left -= k
             demands[i] = d - k
@@ -280,12 +315,19 @@ def _asks_demand(order: tuple, demands: dict, partitions: dict, buffer: Any, ask
             continue
         # Another target has demand too.  That happens only before this run's first delivery: after
         # any dispatch the buffer is empty or no target has demand, so nothing is taken or pending.
+        demands[i] = d
         order, buffer, out = _engine_demand(order, demands, partitions, buffer)
         sent += out
         left = buffer.size
         total = sum(demands.values())
-    if last is not None:
-        order = _turned(order, last)
+        if left:
+            head = buffer.chunks[0]
+            at = buffer.offset
+            end_of_head = len(head)
+    if last is not None:  # _turned(order, last), inlined
+        j = order.index(last) + 1
+        if j < len(order):
+            order = order[j:] + order[:j]
     return order, buffer.drop(taken), sent
 
 

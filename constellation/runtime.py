@@ -8,7 +8,9 @@ messages for handles (``SendEvents`` becomes ``Deliver(handle, Events(id,
 events))``, ``NotifyCancelled`` becomes ``Deliver(handle, Cancelled(id))`` and
 drops the route).  Nothing here does I/O; the stage process and the worker
 pool execute the deliveries.  :func:`ask_all` is a fold of :func:`ask` in one
-step (a pool renews several workers' demand at once).
+step (a pool renews several workers' demand at once), and
+:func:`ask_all_unrouted` the same with its deliveries left as ``(id, events)``
+pairs, for a caller that reaches each subscription's handle itself.
 
 Rules (spec §1.2, §3.14): one participant id is reached through one handle, so
 a second subscription of the same participant with a different handle raises
@@ -43,6 +45,7 @@ __all__ = [
     "subscribe",
     "ask",
     "ask_all",
+    "ask_all_unrouted",
     "push",
     "cancel",
     "participant_down",
@@ -212,6 +215,20 @@ def ask_all(rt: Runtime, asks: Iterable[tuple[Hashable, int]]) -> tuple:
     return _routed(rt, state, sent)
 
 
+def ask_all_unrouted(rt: Runtime, asks: Iterable[tuple[Hashable, int]]) -> tuple:
+    """:func:`ask_all` with its deliveries left unrouted: ``(rt, [(id, events), ...])``.
+
+    ``ask_all_unrouted(rt, asks) == (rt2, [(d.message.id, d.message.events) for d in out])``
+    where ``(rt2, out) == ask_all(rt, asks)`` (an ask delivers only
+    :class:`Events`, and only to routed subscriptions): for a caller that
+    reaches each subscription's handle on its own (a worker pool, whose
+    workers each own one).  The core's errors, as :func:`ask_all` raises
+    them, and all or nothing.
+    """
+    state, sent = core._ask_all(rt.state, asks)
+    return _runtime(state, rt.participants, rt.routes, rt.owned), sent
+
+
 def push(rt: Runtime, events: Any) -> tuple:
     """Push ``events`` and route what they dispatch (the core may raise BufferCapacityExceeded)."""
     state, sent = core._push(rt.state, events)
@@ -311,7 +328,9 @@ def _routed(rt: Runtime, state: Any, sent: Any) -> tuple:
     participants, routes = rt.participants, rt.routes
     out = []
     for id_, events in sent:
-        handle = _handle_of(routes, participants, id_)[1]
+        handle = participants.get(routes.get(id_, _ABSENT), _ABSENT)
+        if handle is _ABSENT:
+            handle = _handle_of(routes, participants, id_)[1]  # raises the missing route
         m = _new_object(Events)  # Deliver(handle, Events(id_, events)), built through the slots
         _set_events_id(m, id_)
         _set_events_events(m, events)

@@ -570,14 +570,22 @@ def _pushed(sizes):
 
 
 @SETTINGS
-@given(chunk_sizes_st, st.integers(1, 16), st.lists(st.integers(0, 14), max_size=8))
-def test_the_buffer_is_a_fifo_whatever_the_merging(sizes, merge_below, cuts):
-    """Pushes then drops and splits keep FIFO order and the size, whatever chunk size stops merging and compacting."""
-    saved = core._MERGE_BELOW
-    core._MERGE_BELOW = merge_below
+@given(
+    chunk_sizes_st,
+    st.integers(1, 16),
+    st.integers(1, 14),
+    st.lists(st.integers(0, 14), max_size=8),
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=4),
+)
+def test_the_buffer_is_a_fifo_whatever_the_merging(sizes, merge_below, append_from, cuts, peeks):
+    """Pushes then drops, splits and peeks keep FIFO order and the size, whatever chunk sizes stop merging and compacting."""
+    saved = core._MERGE_BELOW, core._APPEND_FROM
+    core._MERGE_BELOW, core._APPEND_FROM = merge_below, append_from
     try:
         buffer, events = _pushed(sizes)
         assert (tuple(events), len(events)) == (buffer.to_tuple(), buffer.size)
+        for start, k in peeks:
+            assert tuple(events[start : start + k]) == buffer.peek(start, k)
         for k in cuts:
             head, rest = buffer.split(k)
             assert (buffer.take(k), buffer.drop(k).to_tuple()) == (head, rest.to_tuple())
@@ -585,7 +593,7 @@ def test_the_buffer_is_a_fifo_whatever_the_merging(sizes, merge_below, cuts):
             assert (tuple(events[:k]), len(events[k:])) == (head, rest.size)
             buffer, events = rest, events[k:]
     finally:
-        core._MERGE_BELOW = saved
+        core._MERGE_BELOW, core._APPEND_FROM = saved
 
 
 asks_st = st.lists(st.tuples(st.sampled_from(IDS[:3] + ["x"]), st.integers(0, 4)), max_size=6)

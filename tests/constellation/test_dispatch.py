@@ -364,16 +364,25 @@ def test_an_engine_answers_what_dispatch_answers(strat, targets, pushes):
     st.one_of(targets_st(), mostly_idle_targets_st()),
     st.lists(st.lists(st.integers(0, 1000), min_size=1, max_size=8), max_size=5),
     st.lists(st.tuples(st.integers(0, 4), st.integers(1, 6)), max_size=6),
+    st.integers(1, 9),
 )
-def test_an_asks_engine_is_the_fold_of_the_engine(strat, targets, pushes, picks):
-    """A run of asks answers what adding each ask's demand and running the engine, in turn, answers."""
+def test_an_asks_engine_is_the_fold_of_the_engine(strat, targets, pushes, picks, append_from):
+    """A run of asks answers what adding each ask's demand and running the engine, in turn, answers.
+
+    Whatever the buffer's chunks: pushes of ``append_from`` events or more stay chunks of their own.
+    """
     from constellation import core
     from constellation.dispatch import _asks_engine, _engine
 
     _, _, s = strat
     buffer = core._EMPTY
-    for chunk in pushes:
-        buffer = buffer.push(tuple(chunk))
+    saved = core._APPEND_FROM
+    core._APPEND_FROM = append_from
+    try:
+        for chunk in pushes:
+            buffer = buffer.push(tuple(chunk))
+    finally:
+        core._APPEND_FROM = saved
     asks = [(targets[k % len(targets)].id, n) for k, n in picks] if targets else []
     order = tuple(t.id for t in targets)
     partitions = {t.id: t.partition for t in targets}

@@ -211,7 +211,7 @@ ASKS = st.lists(st.tuples(st.sampled_from(["s0", "s1", "s2", "s9"]), st.integers
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 3), st.integers(0, 12), st.lists(OPS, max_size=4), ASKS)
 def test_ask_all_is_the_fold_of_ask(subscribers, backlog, ops, asks):
-    """ask_all answers the runtime and deliveries of one ask per pair in turn, or the fold's first error."""
+    """ask_all (and ask_all_unrouted) answer the runtime and deliveries of one ask per pair in turn, or the fold's first error."""
     rt = runtime.new()
     for k in range(subscribers):
         rt, _ = runtime.subscribe(rt, f"s{k}", f"p{k % 2}", 0, f"h{k % 2}")
@@ -236,4 +236,14 @@ def test_ask_all_is_the_fold_of_ask(subscribers, backlog, ops, asks):
     except (core.StageError, runtime.RoutingError) as err:
         actual = ("error", err)
     assert expected == actual
+    assert before == _snapshot(rt)
+    try:  # unrouted: the same runtime, each delivery as (id, events)
+        after, sent = runtime.ask_all_unrouted(rt, asks)
+        unrouted = ("ok", sent, _snapshot(after))
+    except (core.StageError, runtime.RoutingError) as err:
+        unrouted = ("error", err)
+    if expected[0] == "ok":
+        assert all(type(d.message) is Events for d in expected[1])
+        expected = ("ok", [(d.message.id, d.message.events) for d in expected[1]], expected[2])
+    assert expected == unrouted
     assert before == _snapshot(rt)

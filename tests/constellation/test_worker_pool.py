@@ -211,6 +211,63 @@ def test_demand_is_renewed_only_after_the_handler_returns():
     assert (2, (1, 2), (3, 4)) == (buffered, first, second)
 
 
+def test_stray_messages_to_a_worker_neither_stop_it_nor_renew_demand():
+    """A worker ignores messages that are not the pool's: its demand stays what it completed."""
+    test = e.self()
+    config = wp.new(size=1, prefetch=2, initial_state=lambda s: [], handle_batch=lambda s, b: _gated(test)(s, b))
+    pool = wp.start(config)
+    wp.push(pool, [1, 2, 3, 4, 5, 6])
+    worker, first = _started()
+    for stray in [(), ("x",), (object(), 2), ("DOWN", e.make_ref(), "process", test, "normal"), [1], "done"]:
+        e.send(worker, stray)
+    e.send(worker, GO)
+    worker, second = _started()
+    buffered = wp.snapshot(pool).buffered_events  # 2 in flight, none more: the strays renewed nothing
+    e.send(worker, GO)
+    worker, third = _started()
+    e.send(worker, GO)
+    wp.stop(pool)
+    assert ((1, 2), (3, 4), 2, (5, 6)) == (first, second, buffered, third)
+
+
+def test_no_batch_exceeds_prefetch_and_every_event_is_handled_once():
+    """Renewing in rounds (completions counted while the pool yields) never asks a worker for more than prefetch."""
+    batches = []
+
+    def handle(state, batch):
+        batches.append((e.self(), batch))
+        return state
+
+    pool = wp.start(wp.new(size=3, prefetch=5, initial_state=lambda slot: None, handle_batch=handle))
+    for k in range(0, 1000, 7):
+        wp.push(pool, list(range(k, min(k + 7, 1000))))
+    wp.stop(pool)
+    sizes = {len(batch) for _, batch in batches}
+    handled = sorted(ev for _, batch in batches for ev in batch)
+    assert (True, list(range(1000))) == (max(sizes) <= 5, handled)
+    assert 3 == len({pid for pid, _ in batches})
+
+
+def test_handlers_that_yield_complete_by_message_or_by_count_alike():
+    """Workers whose handlers yield finish after the pool's turn as often as within it: nothing is lost or doubled."""
+    from ensemble.dispatcher import yield_
+
+    batches = []
+
+    def handle(state, batch):
+        if batch[0] % 3:
+            yield_()  # the pool may resume (and close its board) before this batch completes
+        batches.append(batch)
+        return state
+
+    pool = wp.start(wp.new(size=3, prefetch=4, initial_state=lambda slot: None, handle_batch=handle))
+    for k in range(0, 2000, 50):
+        wp.push(pool, list(range(k, k + 50)))
+    wp.stop(pool)
+    handled = sorted(ev for batch in batches for ev in batch)
+    assert (4, list(range(2000))) == (max(len(b) for b in batches), handled)
+
+
 def test_a_call_is_answered_while_busy_workers_keep_completing():
     """Renewing demand in rounds leaves the pool answering a call within a round or two, not after the drain."""
     from constellation._pool_server import _ROUNDS
