@@ -19,12 +19,16 @@ the same ask, without a message to send and to take out of the mailbox.
 
 from __future__ import annotations
 
+import itertools
+import secrets
+import weakref
 from typing import Any, Callable
 
 import ensemble as e
 from ensemble import gen_server
 from ensemble.dispatcher import DEFAULT
 from ensemble.dispatcher import yield_ as _yield
+from ensemble.dist import wire_types
 
 from . import _notifier
 from . import _source_core as sc
@@ -80,15 +84,20 @@ class _Sub:
     Its type tells a completion ``(sub, count)`` from any other message;
     ``pid`` is the worker's (the runtime's handle for it), set once spawned;
     ``done`` counts the events the worker completed while the pool collected
-    (see :class:`_Board`), not renewed yet.
+    (see :class:`_Board`), not renewed yet.  ``key`` is unique across OS
+    processes: a worker on a dispatcher of OS processes gets a stand-in with
+    the same key, which comes back to the pool as the very subscription
+    (:func:`_sub_from_wire`).
     """
 
-    __slots__ = ("n", "pid", "done")
+    __slots__ = ("n", "pid", "done", "key", "__weakref__")
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, key: tuple[int, int] | None = None) -> None:
         self.n = n
         self.pid: Any = None
         self.done = 0
+        self.key = key if key is not None else (_ORIGIN, next(_SERIALS))
+        _SUBS[self.key] = self
 
     def __repr__(self) -> str:
         return f"pool-worker-{self.n}"
@@ -107,6 +116,32 @@ class _Board:
 
     def __init__(self) -> None:
         self.open = False
+
+
+#: This OS process's subscriptions, told apart from any other's by a random origin.
+_ORIGIN = secrets.randbits(62)
+_SERIALS = itertools.count(1)
+_SUBS: "weakref.WeakValueDictionary[tuple[int, int], _Sub]" = weakref.WeakValueDictionary()
+
+
+def _sub_from_wire(n: int, origin: int, serial: int) -> _Sub:
+    """A subscription that crossed the wire: the very one where it was made, else one stand-in
+    per key (refuses anything but three ints, so a peer's other fields arrive as WireNamed)."""
+    if type(n) is not int or type(origin) is not int or type(serial) is not int:
+        raise TypeError("a subscription is three ints")
+    sub = _SUBS.get((origin, serial))
+    return sub if sub is not None else _Sub(n, (origin, serial))
+
+
+# What crosses to workers on a dispatcher of OS processes (and back), by name.
+wire_types.register_constant(_BATCH, "constellation.worker_pool:batch")
+wire_types.register_constant(_READY, "constellation.worker_pool:ready")
+wire_types.register(_Sub, "constellation.worker_pool:Sub", to_fields=lambda s: (s.n, *s.key),
+                    from_fields=_sub_from_wire)
+wire_types.register(_Board, "constellation.worker_pool:Board", to_fields=lambda b: (), from_fields=_Board)
+wire_types.register(Cancelled, "constellation:Cancelled")
+for _cls in (WorkerId, BatchStarted, BatchCompleted):
+    wire_types.register(_cls, f"constellation:{_cls.__name__}")
 
 
 def _subscription(n: int) -> _Sub:

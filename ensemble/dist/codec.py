@@ -833,6 +833,9 @@ def _not_wire_data(o: Any) -> str:
     """Why ``o`` is not wire data, with a hint where one helps."""
     t = type(o)
     name = _type_name(t)
+    if callable(o) and hasattr(o, "__qualname__"):
+        return (f"{name} {getattr(o, '__qualname__', '?')} is not wire data (a function crosses by"
+                " name: a module-level one, or a functools.partial of one)")
     for base in _BASE_TYPES:
         if isinstance(o, base):
             base_name = base.__name__

@@ -70,3 +70,13 @@ def shift(dx, point):
 def apply(parent, fn, value):
     """Send ``fn(value)`` back to ``parent`` (``fn`` and ``value`` crossed the wire)."""
     e.send(parent, ("applied", fn(value)))
+
+
+def no_state(slot):
+    return None
+
+
+def sum_batch(report_to, state, events):
+    """A worker pool's batch handler: report (os pid, how many, their sum) to ``report_to``."""
+    e.send(report_to, ("batch", os.getpid(), len(events), sum(events)))
+    return state

@@ -196,6 +196,35 @@ def test_messages_reach_the_process_there(cpu):
     assert _got("got") == ("got", ("hello", [1, 2, 3]))
 
 
+def test_a_worker_pool_spreads_its_batches_over_the_carrier_nodes(cpu):
+    from constellation import worker_pool
+
+    config = worker_pool.new(size=2, prefetch=50, initial_state=_os_fns.no_state,
+                             handle_batch=functools.partial(_os_fns.sum_batch, e.self()),
+                             dispatcher=cpu, timeout=WAIT)
+    pool = worker_pool.start(config)
+    worker_pool.push(pool, list(range(1000)))
+    worker_pool.stop(pool)  # drains every accepted event
+    batches = []
+    while sum(b[2] for b in batches) < 1000:
+        got = _got("batch")
+        assert got is not e.TIMEOUT
+        batches.append(got)
+    assert sum(b[3] for b in batches) == sum(range(1000)), "every event handled once"
+    assert all(b[2] <= 50 for b in batches), "no batch over prefetch"
+    os_pids = {b[1] for b in batches}
+    assert len(os_pids) == 2 and os.getpid() not in os_pids
+
+
+def test_a_pool_with_a_handler_not_found_by_name_does_not_start(cpu):
+    from constellation import worker_pool
+
+    config = worker_pool.new(size=1, prefetch=5, initial_state=lambda slot: None,
+                             handle_batch=_os_fns.sum_batch, dispatcher=cpu, timeout=WAIT)
+    with pytest.raises(worker_pool.ActorStart):
+        worker_pool.start(config)
+
+
 # -- the carrier nodes' lives -----------------------------------------------------------------
 
 
