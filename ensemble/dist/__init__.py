@@ -243,7 +243,8 @@ def monitor_nodes(flag: bool = True) -> bool:
 def spawn_on(node: str, fn: str, *args: Any, link: bool = False, monitor: bool = False,
              timeout: float = 5.0) -> Any:
     """Spawn ``fn(*args)`` on ``node``, ``fn`` named ``"module:function"``; answer its pid (with
-    ``monitor``: ``(pid, ref)``, as ``spawn_monitor``).
+    ``monitor``: ``(pid, ref)``, as ``spawn_monitor``: the monitor is in place before the new
+    process runs).
 
     With ``link`` the new process links to the caller before its first step.  It runs only if
     ``node``'s ``allow`` lets ``fn`` in; else :class:`SpawnError` ``("not_allowed", fn)``;
@@ -256,19 +257,18 @@ def spawn_on(node: str, fn: str, *args: Any, link: bool = False, monitor: bool =
         raise SpawnError("noconnection")
     me = P.me()
     ref = _terms.make_ref()
-    n.spawn_request(me, node, fn, args, bool(link), ref._n, False)
+    mref = _terms.make_ref() if monitor else None
+    n.spawn_request(me, node, fn, args, bool(link), ref._n, False, mref)
     got = P.receive(lambda m: m if type(m) is tuple and len(m) == 3 and m[0] == SPAWNED and m[1] == ref._n
                     else _NOMATCH, timeout=timeout)
-    if got is _terms.TIMEOUT:
-        raise SpawnError("timeout")
-    result = got[2]
+    result = "timeout" if got is _terms.TIMEOUT else got[2]
     if type(result) is tuple and len(result) == 2 and result[0] == "ok":
-        pid = result[1]
-        if monitor:
-            from .._links import monitor as _monitor
+        return (result[1], mref) if monitor else result[1]
+    if mref is not None:  # no process to watch: no monitor, and no DOWN left behind
+        n.forget_spawn_monitor(me, ref._n)
+        from .._links import demonitor as _demonitor
 
-            return pid, _monitor(pid)
-        return pid
+        _demonitor(mref, flush=True)
     raise SpawnError(result)
 
 

@@ -161,6 +161,8 @@ class Node:
         #: (peer, its ref's int) -> the local process a remote monitor watches
         self.remote_watches: dict[tuple[str, int], P.Pid] = {}
         self.remote_pids: dict[tuple[str, int, int], P.RemotePid] = {}
+        #: (local process id, spawn request number) -> the ref int of the monitor it asked for
+        self.spawn_monitors: dict[tuple[int, int], int] = {}
         #: local pids that crossed the wire, so one that comes back is the same object, dead or alive
         self.sent_pids: weakref.WeakValueDictionary[int, P.Pid] = weakref.WeakValueDictionary()
         #: local aliases that crossed the wire, so one that comes back is the same object
@@ -583,13 +585,15 @@ class Node:
             if p is not None:
                 P.deliver(p, env[2])
             return
-        if op == "spawn" and len(env) == 7 and type(env[1]) is P.RemotePid and _ints(env[2:3]) \
-                and type(env[3]) is str and type(env[4]) is tuple and type(env[5]) is bool and type(env[6]) is bool:
+        if op == "spawn" and len(env) == 8 and type(env[1]) is P.RemotePid and _ints(env[2:3]) \
+                and type(env[3]) is str and type(env[4]) is tuple and type(env[5]) is bool and type(env[6]) is bool \
+                and _ints(env[7:8]):
             self._on_spawn(conn.peer, *env[1:])
             return
         if op == "spawned" and len(env) == 5 and _ints(env[1:4]):
             p = self._local(env[1], env[2])
             if p is not None:
+                self._settle_spawn_monitor(p, env[3], env[4])
                 P.deliver(p, (SPAWNED, env[3], env[4]))
             return
         if op == "alias" and len(env) == 4 and _ints(env[1:3]):
@@ -622,18 +626,56 @@ class Node:
     # -- spawn_on and rpc --------------------------------------------------------------------
 
     def spawn_request(self, me: P.Pid, peer: str, fname: str, args: tuple, link: bool, n: int,
-                      reply: bool) -> None:
+                      reply: bool, monitor: Any = None) -> None:
         """Ask ``peer`` to spawn ``fname(*args)``; the answer comes to ``me`` as
-        ``(SPAWNED, n, result)`` (none when ``n`` is 0), ``"noconnection"`` if it cannot be asked."""
+        ``(SPAWNED, n, result)`` (none when ``n`` is 0), ``"noconnection"`` if it cannot be asked.
+
+        With ``monitor`` (a fresh ref; ``n`` not 0) ``me`` monitors the new process from before
+        it runs (spawn_monitor): the other node sets the monitor up as it spawns, and here the
+        monitor is held from now on, under a stand-in target until the answer names the pid
+        (a refusal removes it; a lost connection fires it with ``"noconnection"``)."""
         def fail() -> None:
             if n:
+                self._settle_spawn_monitor(me, n, "noconnection")
                 P.deliver(me, (SPAWNED, n, "noconnection"))
 
-        self._route(peer, envelope.op(self.encode(("spawn", me, n, fname, tuple(args), link, reply))), fail)
+        m = 0
+        if monitor is not None and n:
+            m = monitor._n
+            pending = P.RemoteName(SPAWNED, peer)
+            with P.LOCK:
+                if me.monitors is None:
+                    me.monitors = {}
+                me.monitors[m] = (pending, pending, monitor)
+            self.spawn_monitors[(me.id, n)] = m
+        payload = self.encode(("spawn", me, n, fname, tuple(args), link, reply, m))
+        self._route(peer, envelope.op(payload), fail)
+
+    def _settle_spawn_monitor(self, me: P.Pid, n: int, result: Any) -> None:
+        """The answer ``result`` to ``me``'s spawn request ``n`` arrived (or none will): its
+        monitor, if it asked for one, now watches the new pid, or is gone."""
+        m = self.spawn_monitors.pop((me.id, n), None)
+        if m is None:
+            return
+        with P.LOCK:
+            held = me.monitors.get(m) if me.monitors else None
+            if held is None or type(held[0]) is not P.RemoteName or held[0].name != SPAWNED:
+                return
+            if type(result) is tuple and len(result) == 2 and result[0] == "ok" \
+                    and type(result[1]) is P.RemotePid:
+                me.monitors[m] = (result[1], result[1], held[2])
+            else:
+                del me.monitors[m]
+
+    def forget_spawn_monitor(self, me: P.Pid, n: int) -> None:
+        """``me`` stopped waiting for the answer to spawn request ``n`` (a timeout): drop its
+        monitor (a DOWN that comes later for it is dropped too)."""
+        self._settle_spawn_monitor(me, n, "timeout")
 
     def _on_spawn(self, peer: str, sender: Any, n: int, fname: str, args: tuple, link: bool,
-                  reply: bool) -> None:
-        """A peer asks for ``fname(*args)`` here: refused unless ``allow`` lets it in."""
+                  reply: bool, m: int = 0) -> None:
+        """A peer asks for ``fname(*args)`` here: refused unless ``allow`` lets it in; with a
+        monitor ref ``m``, the sender monitors the new process before it runs."""
         def answer(result: Any) -> None:
             if n:
                 self._op(peer, ("spawned", sender.id, sender.creation, n, result))
@@ -646,6 +688,8 @@ class Node:
             answer(("undefined", fname))
             return
         pid = _spawn.spawn(_run_remote_call, fn, args, sender if link else None, sender if reply else None, n)
+        if m:
+            self._on_monitor(peer, sender, pid, pid, m)  # before pid's first step
         answer(("ok", pid))
 
     # -- the sending side (called through REMOTE from any thread) ----------------------------

@@ -179,6 +179,15 @@ def test_a_crash_there_reaches_a_link_here(cpu):
         e.trap_exit(False)
 
 
+def test_spawn_monitor_is_in_place_before_the_process_runs(cpu):
+    pid, ref = e.spawn_monitor(_os_fns.crash, "at once", dispatcher=cpu)
+    down = e.receive(lambda m: m if type(m) is tuple and m[0] == "DOWN" and m[1] == ref else e.NOMATCH,
+                     timeout=WAIT)
+    assert down[3] == pid
+    reason = down[4]
+    assert getattr(reason, "type_name", None) == "ValueError", f"the crash itself, not noproc: {reason!r}"
+
+
 def test_monitor_and_kill_across_the_carrier(cpu):
     pid, ref = e.spawn_monitor(_os_fns.wait_for_message, e.self(), dispatcher=cpu)
     waiting = _got("waiting")

@@ -70,6 +70,23 @@ def test_spawn_on_with_link_and_monitor(node_a, child_b):
         e.trap_exit(False)
 
 
+def test_spawn_on_with_monitor_watches_from_before_the_first_step(node_a, child_b):
+    pid, ref = e.spawn_on(B, f"{FNS}:leave", "at_once", monitor=True)
+    assert ("DOWN", ref, "process", pid, "at_once") == e.receive(
+        lambda m: m if type(m) is tuple and m[0] == "DOWN" and m[1] == ref else NOMATCH, timeout=10)
+
+
+def test_a_refused_spawn_on_with_monitor_leaves_no_monitor_and_no_down(node_a, child_b):
+    from ensemble.dist import SpawnError
+
+    with pytest.raises(SpawnError):
+        e.spawn_on(B, "os:getcwd", monitor=True)
+    with pytest.raises(SpawnError):
+        e.spawn_on("nobody@127.0.0.1", f"{FNS}:add", 1, 1, monitor=True)
+    assert e.process_info(e.self(), "monitors") == []
+    assert e.receive(lambda m: m if type(m) is tuple and m[0] == "DOWN" else NOMATCH, timeout=0) is TIMEOUT
+
+
 def test_rpc_to_an_unreachable_node_and_multicall(node_a, child_b):
     with pytest.raises(rpc.RpcError) as info:
         rpc.call("nobody@127.0.0.1", f"{FNS}:add", 1, 1, timeout=10)
