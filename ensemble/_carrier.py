@@ -39,7 +39,8 @@ class Carrier:
         "live",
         "parked",
         "handoff",
-        "handoff_seq",
+        "handoff_token",
+        "handoff_at",
         "burst",
         "woken",
         "resuming",
@@ -60,10 +61,11 @@ class Carrier:
         self.ident = 0
         self.live = 0  # processes whose greenlet runs here; touched on this thread only
         self.parked = 0  # greenlets parked waiting for a wake; this thread only
-        self.handoff: Any = None  # the process last woken from this thread, a hint for park
-        self.handoff_seq = 0  # the park of it that wake claimed
+        self.handoff: Any = None  # the process first woken from this thread since the last handoff, a hint for park
+        self.handoff_token: Any = None  # the token of its park that wake claimed
+        self.handoff_at = 0  # its place in ``woken`` (the wake order) while no park takes it
         self.burst = 0  # parks in a row that handed off instead of going to the hub
-        self.woken: list = []  # [pid, seq, pid, seq...] woken from this thread, to resume
+        self.woken: list = []  # [pid, token, pid, token...] woken from this thread, to resume
         self.resuming = False  # a hub callback to resume ``woken`` is scheduled
         self.deadlines: list = []  # heap of receives parked here with a timeout (decide.deadlines)
         self.deadlines_limit = MIN_LIMIT  # compact the heap when it grows past this

@@ -8,9 +8,11 @@ from . import _process as P
 from ._exceptions import Badarg
 from . import _terms
 from ._terms import Alias, new_alias
+from ._threads import get_ident as _get_ident
 
 # The hot path's names, bound once (each is a constant of _process; DOOMED is mutated in place).
-_Pid, _ALIVE, _RUNNING, _DOOMED, _wake = P.Pid, P.ALIVE, P.RUNNING, P.DOOMED, P.wake
+_Pid, _ALIVE, _RUNNING, _DOOMED = P.Pid, P.ALIVE, P.RUNNING, P.DOOMED
+_NoMailYet, _resume_claimed = P.NoMailYet, P.resume_claimed
 
 __all__ = ["send", "register", "unregister", "whereis", "registered", "alias", "unalias"]
 
@@ -28,9 +30,26 @@ def send(dest: Any, msg: Any) -> Any:
     t = type(dest)
     if t is _Pid:  # inlined P.deliver: the hot path
         if dest.reason is _ALIVE:
-            dest.mailbox.append(msg)
-            if dest._wait:
-                _wake(dest)
+            try:
+                dest.mailbox.append(msg)
+            except _NoMailYet:  # its first message: make its mailbox
+                P.mailbox_of(dest).append(msg)
+            token = dest._wait
+            if token:  # P.wake, inlined: claim the park (see there), then resume it
+                try:
+                    token.pop()
+                except IndexError:
+                    pass
+                else:
+                    c = dest.carrier
+                    if c.handoff is None and c.resuming and _get_ident() == c.ident:
+                        # the commonest wake: the hint for the next park on this carrier,
+                        # a resume already scheduled (P.resume_claimed's first case)
+                        c.handoff = dest
+                        c.handoff_token = token
+                        c.handoff_at = len(c.woken)
+                    else:
+                        _resume_claimed(dest, token)
             elif dest.life is not _RUNNING:
                 P.wake_hibernating(dest)
     elif t is str:

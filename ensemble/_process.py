@@ -13,11 +13,14 @@ Concurrency contract
   never held across a greenlet switch, so a greenlet can never block on it
   while another greenlet of the same thread holds it.
 * A mailbox is appended to by anyone (``deque.append`` is atomic under the
-  GIL) and consumed only by its owner's greenlet.
+  GIL) and consumed only by its owner's greenlet.  Until its first message a
+  process's mailbox is the shared, empty :data:`NO_MAIL`; the first sender
+  swaps in a deque of its own (:func:`mailbox_of`), which then never changes.
 * A parked process is woken exactly once: the waker pops the park token
   ``_wait`` (atomic, no lock) and schedules ``_resume`` on the process's
-  carrier, which checks the park sequence again before switching, so a stale
-  wake is harmless.
+  carrier, which checks that the process is still in the park that token
+  names (``_wait`` is that very token) before switching, so a stale wake is
+  harmless.
 * An exit signal the process must die of settles its exit at once, under LOCK
   (links and monitors fire, the name is released, the process leaves the
   table), then throws :class:`ExitSignal` into the greenlet from its own hub,
@@ -41,6 +44,8 @@ from typing import Any, Callable
 
 from greenlet import getcurrent, greenlet
 
+_switch = greenlet.switch  # the base switch, without gevent's Hub.switch (its switch_out look-up)
+
 from ._carrier import Carrier, carrier_of_this_thread
 from ._exceptions import Badarg, Exit, ExitSignal, Hibernate
 from . import _terms
@@ -62,7 +67,7 @@ TABLE: dict[int, "Pid"] = {}
 NAMES: dict[str, "Pid"] = {}
 
 _ids = itertools.count(1)
-_next_seq = itertools.count(1).__next__  # park sequence numbers
+_next_seq = itertools.count(1).__next__  # deadline sequence numbers: the tie-break of equal deadlines
 
 ALIVE = object()  # ``dying`` while no signal has doomed the process
 #: ``Pid.links`` of a process that has never linked: shared and empty (a set is made on the
@@ -87,6 +92,35 @@ HIBERNATED = _life.HIBERNATED
 PASSIVATED = _life.PASSIVATED
 DEAD = _life.DEAD
 _WAKE = object()  # what a message wake switches into a parked receive
+
+
+class NoMailYet(Exception):
+    """What appending to :data:`NO_MAIL` raises: append to :func:`mailbox_of` instead.
+
+    Senders append as ``p.mailbox.append(msg)`` and make the mailbox only when this is
+    raised (a ``try`` costs nothing in CPython 3.11 until something is raised).
+    """
+
+
+class _NoMail(deque):
+    """The type of :data:`NO_MAIL`: an empty deque that refuses to grow."""
+
+    __slots__ = ()
+
+    def append(self, msg: Any) -> None:
+        raise NoMailYet()
+
+    appendleft = extend = extendleft = insert = append
+
+
+#: ``Pid.mailbox`` of a process no message has reached yet: one shared, empty deque (with
+#: ``maxlen=0``, so nothing can ever stay in it), read like any mailbox.  The first message
+#: gives the process a deque of its own (:func:`mailbox_of`), which it keeps: a parked process
+#: that never had mail carries no deque.
+NO_MAIL: deque = _NoMail((), 0)
+#: Guards only the swap of :data:`NO_MAIL` for a process's own deque (:func:`mailbox_of`);
+#: taken with or without LOCK held, never takes anything else.
+_MAILBOX_LOCK = allocate_lock()
 _NOT_WAITING: tuple = ()  # ``_wait`` while not parked in receive
 #: How many parks in a row may hand the carrier straight to the process they woke.
 HANDOFF_BURST = 32
@@ -116,6 +150,59 @@ class ProcessGreenlet(greenlet):
     __slots__ = ("ensemble_pid",)
 
 
+class _Rare:
+    """The fields of a process that most processes never set, kept out of :class:`Pid`.
+
+    A process reads them from the one shared record of defaults, :data:`_NO_RARE`, until
+    its first write to any of them gives it a record of its own (see :func:`_rare_field`):
+    so a parked process carries six fewer slots.
+    """
+
+    __slots__ = (
+        "raised", "link_exits", "waiters", "image", "refusal", "timers", "value", "name", "trap",
+        "dispatcher",
+    )
+
+    def __init__(self) -> None:
+        self.value: Any = None  # the function's return value after a normal exit
+        self.name: str | None = None  # registered name or None
+        self.trap = False  # trap_exit flag
+        self.dispatcher = "default"  # the dispatcher the process runs on
+        self.raised = 0  # how many times ExitSignal has been raised in the process
+        self.link_exits: dict | None = None  # {Pid: its link's ("EXIT", pid, reason) message}
+        self.waiters: list | None = None  # callables run once the process has settled
+        self.image: str | None = None  # passivation image path while fn, args, state are on disk
+        self.refusal: str | None = None  # why the latest passivate stayed in memory
+        self.timers = False  # True once a timer names this process (then timers end with it)
+
+
+#: The defaults every :class:`Pid` reads until it writes one of its rare fields; never written.
+_NO_RARE = _Rare()
+#: Guards only the swap of :data:`_NO_RARE` for a process's own record; takes nothing else.
+_RARE_LOCK = allocate_lock()
+
+
+def _rare_field(name: str, doc: str) -> Any:
+    """A :class:`Pid` property for the rare field ``name``: read from its record, or the
+    shared defaults; the first write (from any thread) gives the process its own record."""
+    slot = _Rare.__dict__[name]
+    read, write = slot.__get__, slot.__set__
+
+    def get(p: "Pid") -> Any:
+        return read(p._rare)
+
+    def set_(p: "Pid", value: Any) -> None:
+        rare = p._rare
+        if rare is _NO_RARE:
+            with _RARE_LOCK:
+                rare = p._rare
+                if rare is _NO_RARE:
+                    rare = p._rare = _Rare()
+        write(rare, value)
+
+    return property(get, set_, doc=doc)
+
+
 class Pid:
     """The handle of a local process (Erlang's pid): print it, send to it, link it.
 
@@ -125,36 +212,44 @@ class Pid:
 
     __slots__ = (
         "id",
-        "mailbox",  # deque; appended by anyone, consumed by the owner only
+        "mailbox",  # deque (NO_MAIL until the first message); appended by anyone, consumed by the owner only
         "carrier",  # Carrier; never changes while the greenlet runs
         "_glet",  # the greenlet running the process, or None (hibernated, not yet started)
-        "_wait",  # park token [seq] while parked in receive; empty once claimed
-        "_park",  # park sequence while parked in receive, else 0 (owner's thread only)
+        "_wait",  # park token (a list, emptied once claimed) while parked in receive, else _NOT_WAITING
         "dying",  # ALIVE, or the reason a signal doomed the process with
-        "_raised",  # how many times ExitSignal has been raised in the process
         "reason",  # ALIVE while alive, then the exit reason
-        "value",  # the function's return value after a normal exit
         "life",  # ensemble.decide.life state
-        "trap",  # trap_exit flag
         "links",  # set of Pid; NO_LINKS until the first link; None once closed
-        "link_exits",  # {Pid: its link's ("EXIT", pid, reason) message}, or None: see unlink
         "monitors",  # {ref int: (target Pid, shown target, ref)} held by this process, or None
         "watchers",  # {ref int: (watcher Pid, shown target, ref)} monitoring this process, or None
         "aliases",  # set of the ints of its active aliases, or None
-        "name",  # registered name or None
         "state",  # the state cell (spawn_actor, state(), set_state()), or NO_STATE
         "fn",
         "args",
         "initial_call",
         "ancestors",
-        "dispatcher",
         "shell",  # True for the process of a greenlet that is not a process
-        "timers",  # True once a timer names this process (then timers end with it)
-        "_waiters",  # callables run once the process has settled, or None
-        "image",  # path of the passivation image while fn, args and state are on disk, else None
-        "refusal",  # why the latest passivate stayed in memory, or None (ensemble._passivate)
+        "_rare",  # _Rare: the fields below, _NO_RARE until one is written
         "__weakref__",
     )
+
+    # The rare fields (see _Rare): read and written as attributes, kept in p._rare.
+    _raised = _rare_field("raised", "How many times ExitSignal has been raised in the process.")
+    link_exits = _rare_field(
+        "link_exits", "{Pid: its link's ('EXIT', pid, reason) message}, or None: see unlink."
+    )
+    _waiters = _rare_field("waiters", "Callables run once the process has settled, or None.")
+    image = _rare_field(
+        "image", "Path of the passivation image while fn, args and state are on disk, else None."
+    )
+    refusal = _rare_field(
+        "refusal", "Why the latest passivate stayed in memory, or None (ensemble._passivate)."
+    )
+    timers = _rare_field("timers", "True once a timer names this process (then timers end with it).")
+    value = _rare_field("value", "The function's return value after a normal exit.")
+    name = _rare_field("name", "Registered name or None.")
+    trap = _rare_field("trap", "The trap_exit flag.")
+    dispatcher = _rare_field("dispatcher", "The dispatcher the process runs on.")
 
     def __repr__(self) -> str:
         return f"<0.{self.id}.0>"
@@ -224,6 +319,7 @@ def new_remote_pid(node: str, id: int, creation: int) -> RemotePid:
     p._node = node
     p.creation = creation
     p.reason = ALIVE  # as far as this node knows; a send goes through REMOTE, never a mailbox
+    p._rare = _NO_RARE  # its rare fields (unused) read as the defaults
     return p
 
 
@@ -253,34 +349,28 @@ def new_pid(
 ) -> Pid:
     p = Pid.__new__(Pid)
     p.id = next(_ids)
-    p.mailbox = deque()
+    p.mailbox = NO_MAIL
     p.carrier = carrier
     p._glet = None
     p._wait = _NOT_WAITING
-    p._park = 0
     p.dying = ALIVE
-    p._raised = 0
     p.reason = ALIVE
-    p.value = None
     p.life = RUNNING
-    p.trap = trap
     p.links = NO_LINKS
-    p.link_exits = None
     p.monitors = None
     p.watchers = None
     p.aliases = None
-    p.name = None
     p.state = state
     p.fn = fn
     p.args = args
     p.initial_call = initial_call
     p.ancestors = ancestors
-    p.dispatcher = dispatcher
     p.shell = shell
-    p.timers = False
-    p._waiters = None
-    p.image = None
-    p.refusal = None
+    p._rare = _NO_RARE
+    if trap:
+        p.trap = True
+    if dispatcher != "default":
+        p.dispatcher = dispatcher
     return p
 
 
@@ -370,7 +460,6 @@ def _limbo(p: Pid) -> None:
     LIMBO.add(g)
     DOOMED.pop(g, None)
     p._glet = None
-    p._park = 0
     p._wait = _NOT_WAITING
     p.mailbox.clear()
     c = p.carrier
@@ -391,7 +480,12 @@ def is_straggler(p: Pid) -> bool:
     :class:`ExitSignal` and has not called ensemble since.  It stops at its
     next call into ensemble (or when its function returns).
     """
-    return p.reason is not ALIVE and not p.shell and p._glet is not None and not p._park
+    return p.reason is not ALIVE and not p.shell and p._glet is not None and p._wait is _NOT_WAITING
+
+
+def in_receive(p: Pid) -> bool:
+    """True while ``p`` is parked in ``receive`` (read from any thread: a moment's answer)."""
+    return p._wait is not _NOT_WAITING
 
 
 def _new_shell(g: Any) -> Pid:
@@ -415,13 +509,33 @@ def is_local_pid(x: Any) -> bool:
 # --------------------------------------------------------------------------
 
 
+def mailbox_of(p: Pid) -> deque:
+    """``p``'s own mailbox deque, to append to: made on first use, in place of :data:`NO_MAIL`.
+
+    Safe from any thread: of two first senders racing, both append to the one deque that
+    the lock lets one of them make.  Once made it is never replaced, so a reader that
+    found it may keep it; one that found :data:`NO_MAIL` must read ``p.mailbox`` again
+    after it parks.
+    """
+    mailbox = p.mailbox
+    if mailbox is NO_MAIL:
+        with _MAILBOX_LOCK:
+            mailbox = p.mailbox
+            if mailbox is NO_MAIL:
+                mailbox = p.mailbox = deque()
+    return mailbox
+
+
 def deliver(p: Pid, msg: Any) -> None:
     """Put ``msg`` at the end of ``p``'s mailbox and wake ``p`` if it waits.
 
     A message to a process that has exited is dropped.  Safe from any thread.
     """
     if p.reason is ALIVE:
-        p.mailbox.append(msg)
+        try:
+            p.mailbox.append(msg)
+        except NoMailYet:
+            mailbox_of(p).append(msg)
         if p._wait:
             wake(p)
         elif p.life is not RUNNING:
@@ -439,30 +553,44 @@ def wake(p: Pid) -> None:
 
     Lock-free: the park token is a one-element list and ``list.pop`` is atomic,
     so of every waker (senders on any thread, the timeout, a doom) exactly one
-    gets the sequence number.  The append happened before this read of
-    ``_wait`` and ``park`` publishes ``_wait`` before it looks at the mailbox,
-    so either this sees the token or the parking process sees the mail.
+    empties it: that one owns the wake of the park the token names.  The append
+    happened before this read of ``_wait`` and ``park`` publishes ``_wait``
+    before it looks at the mailbox, so either this sees the token or the
+    parking process sees the mail.
     """
     token = p._wait
     if token:
         try:
-            seq = token.pop()
+            token.pop()
         except IndexError:
             return
-        c = p.carrier
-        if get_ident() == c.ident:
-            # One hub callback resumes every process woken on this carrier since it was
-            # scheduled (see ``_resume_woken``), rather than one callback per wake.
-            c.woken.append(p)
-            c.woken.append(seq)
-            if not c.resuming:
-                c.resuming = True
-                c.loop.run_callback(_resume_woken, c)
-            if c.handoff is None:  # a hint for the next park on this carrier: see ``park``
-                c.handoff = p
-                c.handoff_seq = seq
+        resume_claimed(p, token)
+
+
+def resume_claimed(p: Pid, token: list) -> None:
+    """The rest of :func:`wake`, once its caller has claimed (emptied) ``p``'s park ``token``.
+
+    :mod:`ensemble._names` inlines the commonest case (the hint, a resume already scheduled).
+    """
+    c = p.carrier
+    if get_ident() == c.ident:
+        # One hub callback resumes every process woken on this carrier since it was
+        # scheduled (see ``_resume_woken``), rather than one callback per wake.  The
+        # first one woken since the last handoff is instead the hint for the next park
+        # on this carrier (see ``park``), which switches straight into it; the callback
+        # resumes it, in its place in the wake order, if no park took the hint.
+        if c.handoff is None:
+            c.handoff = p
+            c.handoff_token = token
+            c.handoff_at = len(c.woken)
         else:
-            c.loop.run_callback_threadsafe(_resume, p, seq)
+            c.woken.append(p)
+            c.woken.append(token)
+        if not c.resuming:
+            c.resuming = True
+            c.loop.run_callback(_resume_woken, c)
+    else:
+        c.loop.run_callback_threadsafe(_resume, p, token)
 
 
 def _wake_locked(p: Pid, event: str) -> None:
@@ -484,37 +612,45 @@ def _resume_woken(c: Carrier) -> None:
     batch = c.woken
     c.woken = []
     c.resuming = False
+    q = c.handoff
+    if q is not None:  # no park took the hint: q's turn is at its place in the wake order
+        c.handoff = None
+        at = c.handoff_at
+        batch[at:at] = (q, c.handoff_token)
     n = len(batch)
     i = 0
     try:
         while i < n:
             p = batch[i]
-            seq = batch[i + 1]
+            token = batch[i + 1]
             i += 2
-            if p._park == seq:
+            if p._wait is token:
                 p._glet.switch(_WAKE)
     except BaseException:
         if i < n:
-            c.woken[:0] = batch[i:]
+            rest = batch[i:]
+            c.woken[:0] = rest
+            if c.handoff is not None:
+                c.handoff_at += len(rest)
             if not c.resuming:
                 c.resuming = True
                 c.loop.run_callback(_resume_woken, c)
         raise
 
 
-def _resume(p: Pid, seq: int) -> None:
-    """In ``p``'s hub: switch into ``p`` if it is still in the park ``seq``."""
-    if p._park == seq:
+def _resume(p: Pid, token: list) -> None:
+    """In ``p``'s hub: switch into ``p`` if it is still in the park ``token`` names."""
+    if p._wait is token:
         p._glet.switch(_WAKE)
 
 
 def _on_timeout(p: Pid, token: list) -> None:
     """In ``p``'s hub: a receive's timer fired; claim the park unless a waker has."""
     try:
-        seq = token.pop()
+        token.pop()
     except IndexError:
         return
-    if p._park == seq:
+    if p._wait is token:
         p._glet.switch(TIMEOUT)
 
 
@@ -527,22 +663,19 @@ def park(p: Pid, seen: int, deadline: float | None) -> Any:
     A deadline is one push on the carrier's heap under its one hub timer (see
     :mod:`ensemble.decide.deadlines`), not a hub timer of its own.
     """
-    seq = _next_seq()
-    token = [seq]
-    p._park = seq
+    token = [True]  # this park's token: its identity names the park, its element is the claim
     p._wait = token  # publish first, then look: see ``wake``
     if len(p.mailbox) > seen or p.dying is not ALIVE:
-        p._wait = _NOT_WAITING
-        p._park = 0  # a wake already claimed is now stale
+        p._wait = _NOT_WAITING  # a wake already claimed is now stale
         return _WAKE
     c = p.carrier
-    c.parked += 1  # Carrier.hold, inlined: this runs on every park
-    if c.parked == 1 and c._hold is not None:
+    c.parked += 1  # Carrier.hold, inlined: this runs on every park (no local: it would keep
+    if c.parked == 1 and c._hold is not None:  # an int alive in every parked frame)
         c._hold.ref = True
     try:
         if deadline is not None:
             heap = c.deadlines
-            _heappush(heap, (deadline, seq, token, p))
+            _heappush(heap, (deadline, _next_seq(), token, p))
             armed = c.armed_at
             if armed is None or deadline < armed:
                 _arm_deadlines(c, deadline)
@@ -550,24 +683,38 @@ def park(p: Pid, seen: int, deadline: float | None) -> Any:
                 c.deadlines_limit = _deadlines.compact(heap)
         q = c.handoff
         if q is not None:
-            # Direct handoff: the process this one just woke on this carrier runs
-            # next, without a trip through the hub (its _resume callback, still
-            # scheduled, then finds the park over and does nothing).  Bounded, so
-            # the hub's other greenlets, timers and I/O get their turn.
-            c.handoff = None
-            if q._park == c.handoff_seq and q is not p and c.burst < HANDOFF_BURST:
-                c.burst += 1
-                return q._glet.switch(_WAKE)
+            # Direct handoff: the process woken first on this carrier since the last
+            # handoff runs next, without a trip through the hub.  Bounded, so the hub's
+            # other greenlets, timers and I/O get their turn: past the bound the hint
+            # stays, and ``_resume_woken`` resumes q in its place in the wake order.
+            # (q is not p: p's park token is the one just made.)
+            if q._wait is c.handoff_token:
+                if c.burst < HANDOFF_BURST:
+                    c.handoff = None
+                    c.burst += 1
+                    return q._glet.switch(_WAKE)
+            else:
+                c.handoff = None  # its park ended some other way (a doom)
         c.burst = 0
-        return c.hub.switch()
+        if p.shell:
+            return c.hub.switch()  # gevent's switch: it runs a gevent greenlet's switch_out
+        return _to_hub(c.hub)
     finally:
         c.parked -= 1  # Carrier.unhold, inlined
         if c.parked == 0 and c._hold is not None:
             c._hold.ref = False
-        p._park = 0
         p._wait = _NOT_WAITING
         if deadline is not None:
             token.clear()  # the park is over: its deadline entry is stale
+
+
+def _to_hub(hub: Any) -> Any:
+    """Switch to ``hub`` from a process's greenlet; what the switch back brings.
+
+    A frame of its own so that the frame object greenlet makes for the top frame of
+    a parked greenlet is this small one (about 160 bytes), not :func:`park`'s.
+    """
+    return _switch(hub)
 
 
 def _arm_deadlines(c: Carrier, at: float) -> None:
@@ -635,18 +782,29 @@ def receive(matcher: Callable[[Any], Any] | None = None, *, timeout: float | Non
         p = getcurrent().ensemble_pid
     except AttributeError:  # a greenlet that is not a process: its shell
         p = None
+    else:
+        if matcher is None and p.dying is ALIVE:
+            # The commonest receives: any message, no doom.  scan(mailbox, None, 0) answers
+            # (0, mailbox[0]): take the oldest message, without the general loop.
+            mailbox = p.mailbox
+            if mailbox:
+                return mailbox.popleft()
+            if timeout is None:  # receive_as(p, None, None), inlined: the commonest wait
+                while True:
+                    park(p, 0, None)
+                    if p.dying is not ALIVE:
+                        raise_doom(p)
+                    mailbox = p.mailbox  # read again after each park: NO_MAIL gives way to a deque
+                    if mailbox:
+                        return mailbox.popleft()
     if p is None or p.dying is not ALIVE:
         p = me()
-    elif matcher is None and p.mailbox:
-        # The commonest receive: no matcher, mail waiting, no doom.  scan(mailbox, None, 0)
-        # answers (0, mailbox[0]) for it: take the oldest message, without the general loop.
-        return p.mailbox.popleft()
     if matcher is None:
-        if timeout is None:  # receive_as(p, None, None), inlined: the commonest wait
-            mailbox = p.mailbox
+        if timeout is None:  # receive_as(p, None, None), inlined
             while True:
                 if p.dying is not ALIVE:
                     raise_doom(p)
+                mailbox = p.mailbox  # read again after each park: NO_MAIL gives way to a deque
                 if mailbox:
                     return mailbox.popleft()
                 park(p, 0, None)
@@ -663,11 +821,11 @@ def receive(matcher: Callable[[Any], Any] | None = None, *, timeout: float | Non
 def receive_as(p: Pid, matcher: Callable[[Any], Any] | None, deadline: float | None) -> Any:
     """:func:`receive` in the running process ``p``, with a checked matcher and a monotonic
     ``deadline`` (or None): for the runtime's own loops, which know both already."""
-    mailbox = p.mailbox
     start = 0
     while True:
         if p.dying is not ALIVE:
             raise_doom(p)
+        mailbox = p.mailbox  # read again after each park: NO_MAIL gives way to a deque
         if matcher is None:
             if mailbox:  # scan(mailbox, None, 0) answers (0, mailbox[0]): the oldest
                 return mailbox.popleft()
@@ -746,7 +904,7 @@ def signal_locked(
     if type(outcome) is _signal.Deliver:
         if target.dying is ALIVE:
             msg = ("EXIT", sender, outcome.reason)
-            target.mailbox.append(msg)
+            mailbox_of(target).append(msg)
             if kind == _signal.LINK or via_link:
                 _remember_link_exit(target, sender, msg)
             _wake_locked(target, _life.SIGNAL)
@@ -827,7 +985,7 @@ def _throw_doom(p: Pid) -> None:
     if g is getcurrent():
         return
     p._raised += 1
-    p._park = 0
+    p._wait = _NOT_WAITING  # no stale wake switches into it once the doom is thrown
     p.mailbox.clear()  # here, in its own thread, nothing is scanning it
     g.throw(ExitSignal(p.dying))
 
@@ -864,20 +1022,39 @@ def _start_here(p: Pid) -> None:
     g.ensemble_pid = p
     p._glet = g
     c.live += 1
-    c.loop.run_callback(g.switch, p)
+    c.loop.run_callback(g.switch)  # no arguments: a tuple passed here would live as long as g
 
 
-def _body(p: Pid) -> None:
-    """A process's greenlet: run its function, then settle its exit."""
+def _body() -> None:
+    """A process's greenlet: run its function, then settle its exit.
+
+    It runs ``fn`` with its arguments spelled out, not as ``fn(*args)``: for a Python function
+    that call stays in this interpreter loop, where ``fn(*args)`` nests a second one in C,
+    whose C frame every parked process would keep in its saved stack (about 370 bytes).
+    """
+    p = getcurrent().ensemble_pid
     value = None
     try:
-        failed = None if p.image is None else _restore(p)
+        failed = None if p._rare.image is None else _restore(p)  # p.image, read directly
         if p.dying is not ALIVE:
             reason = p.dying
         elif failed is not None:
             reason = failed
         else:
-            value = p.fn(*p.args)
+            fn = p.fn
+            args = p.args
+            n = len(args)
+            if n == 0:
+                value = fn()
+            elif n == 1:
+                value = fn(args[0])
+            elif n == 2:
+                value = fn(args[0], args[1])
+            elif n == 3:
+                value = fn(args[0], args[1], args[2])
+            else:
+                value = fn(*args)
+            del fn, args
             reason = _signal.NORMAL if p.dying is ALIVE else p.dying
     except Hibernate as h:
         if p.dying is ALIVE and _hibernate(p, h):
@@ -1015,7 +1192,8 @@ def _settle_one_locked(p: Pid, reason: Any, value: Any) -> None:
     if p.reason is not ALIVE:
         return
     p.reason = reason
-    p.value = value
+    if value is not None:
+        p.value = value
     p.life = DEAD
     if p.dying is ALIVE:
         p.dying = reason
@@ -1058,19 +1236,25 @@ def _settle_one_locked(p: Pid, reason: Any, value: Any) -> None:
             if w.monitors is not None:
                 w.monitors.pop(n, None)
             deliver_locked(w, ("DOWN", ref, "process", shown, reason))
-    p.link_exits = None
+    rare = p._rare
+    if rare is not _NO_RARE:
+        rare.link_exits = None
     if p._glet is None:  # else its greenlet may be scanning it: cleared in its own thread
         p.mailbox.clear()
-    waiters, p._waiters = p._waiters, None
-    if waiters or p.timers or p.image is not None:
-        _SETTLED.append((p, waiters))
+    if rare is not _NO_RARE:
+        waiters, rare.waiters = rare.waiters, None
+        if waiters or rare.timers or rare.image is not None:
+            _SETTLED.append((p, waiters))
 
 
 def deliver_locked(p: Pid, msg: Any) -> None:
     """Under LOCK: :func:`deliver`."""
     if p.reason is not ALIVE:
         return
-    p.mailbox.append(msg)
+    try:
+        p.mailbox.append(msg)
+    except NoMailYet:
+        mailbox_of(p).append(msg)
     if p._wait:
         wake(p)
     elif p.life is not RUNNING:

@@ -243,3 +243,71 @@ def test_a_timeout_still_fires_behind_thousands_of_waits_that_ended_otherwise():
         assert "pong" == e.receive(lambda m: m if m == "pong" else e.NOMATCH, timeout=30)
     assert ("short", TIMEOUT) == e.receive(lambda m: m if m[0] == "short" else e.NOMATCH, timeout=5)
     e.send(pong, None)
+
+
+def test_a_process_gets_a_mailbox_of_its_own_with_its_first_message():
+    """Until its first message a process reads the one shared empty mailbox; mail then has a deque."""
+    from ensemble import _process
+
+    def idle():
+        return e.receive()
+
+    p, q = e.spawn(idle), e.spawn(idle)
+    e.join(e.spawn(lambda: None))  # processes start in spawn order: p and q are parked
+    assert p.mailbox is _process.NO_MAIL and q.mailbox is _process.NO_MAIL
+    assert e.process_info(p, "message_queue_len") == 0
+    with pytest.raises(_process.NoMailYet):
+        _process.NO_MAIL.append("lost")
+    assert len(_process.NO_MAIL) == 0
+    e.send(p, "first")
+    assert e.join(p, timeout=10) == "first"
+    assert q.mailbox is _process.NO_MAIL
+    e.exit(q, "kill")
+
+
+def test_first_messages_from_many_threads_all_arrive():
+    """Senders on several OS threads racing to give a process its mailbox lose no message."""
+    from ensemble._threads import allocate_lock, start_new_thread
+
+    senders, each = 4, 200
+    p = e.spawn(lambda: sorted(e.receive() for _ in range(senders * each)))
+    go = allocate_lock()
+    go.acquire()
+    done = [allocate_lock() for _ in range(senders)]
+
+    def send_from_thread(k):
+        try:
+            with go:
+                pass
+            for i in range(each):
+                e.send(p, k * each + i)
+        finally:
+            done[k].release()
+
+    for k in range(senders):
+        done[k].acquire()
+        start_new_thread(send_from_thread, (k,))
+    go.release()
+    assert e.join(p, timeout=30) == list(range(senders * each))
+    for lock in done:
+        lock.acquire()
+
+
+def test_a_process_keeps_its_rare_fields_in_a_record_of_its_own():
+    """A process reads defaults from one shared record; its first write gives it its own."""
+    from ensemble import _process
+
+    def idle():
+        return e.receive()
+
+    p, q = e.spawn(idle), e.spawn(idle)
+    assert p._rare is _process._NO_RARE and q._rare is _process._NO_RARE
+    assert (p.name, p.trap, p.dispatcher, p.value, p.link_exits) == (None, False, "default", None, None)
+    e.register("rare_fields_p", p)
+    assert p.name == "rare_fields_p" and p._rare is not _process._NO_RARE
+    assert q.name is None and q._rare is _process._NO_RARE
+    assert _process._NO_RARE.name is None
+    e.send(p, ("v",))
+    assert e.join(p, timeout=10) == ("v",)
+    assert p.value == ("v",) and e.whereis("rare_fields_p") is None
+    e.exit(q, "kill")

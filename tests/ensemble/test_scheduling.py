@@ -65,3 +65,29 @@ def test_handoff_keeps_message_order_and_replies():
     for _ in range(8):
         e.spawn(client, e.spawn(echo), 500)
     assert [True] * 8 == [e.receive(timeout=10) for _ in range(8)]
+
+
+def test_a_wake_no_park_hands_off_to_runs_in_wake_order():
+    """A process woken after others, whose waker ends instead of parking, runs after them."""
+    ran = []
+
+    def waiter(tag, then=None):
+        e.receive()
+        ran.append(tag)
+        if then is not None:
+            e.send(then, "go")  # c is woken after b, and a ends: no park takes c's hint
+
+    c = e.spawn(waiter, "c")
+    b = e.spawn(waiter, "b")
+    a = e.spawn(waiter, "a", c)
+
+    def waker():
+        e.send(a, "go")
+        e.send(b, "go")
+        e.receive()  # parks: hands the carrier straight to a
+
+    w = e.spawn(waker)  # processes start in spawn order: a, b and c wait already
+    for p in (a, b, c):
+        e.join(p, timeout=10)
+    e.exit(w, "kill")
+    assert ran == ["a", "b", "c"]
