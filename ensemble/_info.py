@@ -5,9 +5,12 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
+from greenlet import getcurrent
+
 from . import _process as P
 from ._exceptions import Badarg
 from . import _terms
+from .decide import info as _decide_info
 
 __all__ = [
     "self",
@@ -98,9 +101,63 @@ def _status(p: P.Pid) -> str:
         return "exiting"
     if p.life is not P.RUNNING:
         return "passivated" if p.life == P.PASSIVATED else "hibernating"
-    if p._park:
+    if P.in_receive(p):
         return "waiting"
     return "running"
+
+
+#: How many frames of a stack :func:`_frames` reads at most.
+_MAX_FRAMES = 256
+#: How many queued messages the memory estimate weighs one by one (the rest at their mean).
+_SAMPLED_MESSAGES = 64
+
+
+def _top_frame(p: P.Pid) -> Any:
+    """The innermost frame of ``p``'s greenlet while it is suspended (or is the caller), else None."""
+    g = p._glet
+    if g is None:
+        return None
+    if g is getcurrent():
+        return sys._getframe(3)  # past this function, _frames and the lambda: the caller's frame
+    return getattr(g, "gr_frame", None)
+
+
+def _frames(p: P.Pid) -> list[tuple]:
+    """``(module, qualname, line)`` of each frame on ``p``'s stack, innermost first (at most _MAX_FRAMES)."""
+    out: list[tuple] = []
+    f = _top_frame(p)
+    while f is not None and len(out) < _MAX_FRAMES:
+        code = f.f_code
+        out.append((f.f_globals.get("__name__"), code.co_qualname, f.f_lineno))
+        f = f.f_back
+    return out
+
+
+def _memory(p: P.Pid) -> int:
+    """An estimate, in bytes, of what ``p`` holds: see :func:`process_info` (``memory``)."""
+    size = sys.getsizeof(p)
+    mailbox = p.mailbox
+    if mailbox is not P.NO_MAIL:
+        size += sys.getsizeof(mailbox)
+        n = len(mailbox)
+        if n:
+            sample = [mailbox[i] for i in range(min(n, _SAMPLED_MESSAGES))]
+            size += sum(sys.getsizeof(m) for m in sample) * n // len(sample)
+    for held in (p.links, p.monitors, p.watchers, p.aliases):
+        if held:
+            size += sys.getsizeof(held)
+    if p.state is not P.NO_STATE:
+        size += sys.getsizeof(p.state)
+    g = p._glet
+    if g is not None:
+        size += sys.getsizeof(g)
+        f = _top_frame(p)
+        depth = 0
+        while f is not None and depth < _MAX_FRAMES:
+            size += sys.getsizeof(f)
+            f = f.f_back
+            depth += 1
+    return size
 
 
 _INFO: dict[str, Callable[[P.Pid], Any]] = {
@@ -117,6 +174,8 @@ _INFO: dict[str, Callable[[P.Pid], Any]] = {
     "dispatcher": lambda p: p.dispatcher,
     "carrier": lambda p: p.carrier.name,
     "exit_pending": lambda p: p.reason is not P.ALIVE,
+    "current_function": lambda p: _decide_info.current_function(_frames(p)),
+    "memory": _memory,
 }
 
 #: The keys process_info answers, in the order the full answer lists them.
@@ -132,9 +191,16 @@ def process_info(pid: P.Pid, key: str | None = None) -> Any:
     (``("process", pid_or_(name, node))`` each), ``monitored_by``,
     ``trap_exit``, ``initial_call`` (``(module, qualname, arity)``),
     ``ancestors``, ``dispatcher`` (the dispatcher's name), ``carrier`` (the
-    name of the carrier thread it runs on, e.g. ``"blocking-3"``) and
-    ``exit_pending``.  None for a process that has exited; :class:`Badarg`
-    for an unknown key or a non-pid.
+    name of the carrier thread it runs on, e.g. ``"blocking-3"``),
+    ``exit_pending``, ``current_function`` (``(module, qualname, line)`` of
+    the innermost frame of the process's own code, past the runtime's
+    plumbing; None while it runs on another thread or has no stack:
+    hibernated, passivated, not started) and ``memory`` (an estimate in
+    bytes: the pid record, the mailbox with its messages' shallow sizes, the
+    link and monitor tables, the state cell's shallow size, and the greenlet
+    with its Python frames; objects shared with others are not counted).
+    None for a process that has exited; :class:`Badarg` for an unknown key
+    or a non-pid.
 
     A straggler is the exception: a process whose exit has settled (its
     links and monitors have fired, its name is free, :func:`is_alive` is

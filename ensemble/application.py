@@ -115,6 +115,7 @@ __all__ = [
     "get_key",
     "loaded_applications",
     "which_applications",
+    "get_supervisor",
     "started",
     "exits",
     "TYPES",
@@ -306,6 +307,15 @@ def which_applications() -> list:
     return _call("which")
 
 
+def get_supervisor(name: str) -> P.Pid | None:
+    """The top process of running application ``name`` (what its ``start`` answered), or None.
+
+    None for an application that is not running, or that runs without
+    processes (a library application).  OTP's ``application:get_supervisor/1``.
+    """
+    return _call(("get_supervisor", name))
+
+
 def started(name: str) -> bool:
     """True while ``name`` runs (started, not yet stopped, its tree up)."""
     return _call(("started", name))
@@ -352,7 +362,7 @@ class _Running:
 class _Books:
     """The controller's state."""
 
-    __slots__ = ("loaded", "env", "kept", "starting", "running", "masters", "exits")
+    __slots__ = ("loaded", "env", "kept", "starting", "running", "masters", "exits", "tops")
 
     def __init__(self) -> None:
         self.loaded: dict[str, dict] = {}  # name -> checked spec, in load order
@@ -362,6 +372,7 @@ class _Books:
         self.running: dict[str, _Running] = {}  # in start order
         self.masters: dict[P.Pid, str] = {}  # Invariant: a master is here until its end is handled
         self.exits: list = []
+        self.tops: dict[P.Pid, P.Pid] = {}  # master -> the top process its start answered
 
 
 class _Controller(gen_server.GenServer):
@@ -382,6 +393,9 @@ class _Controller(gen_server.GenServer):
                 return ("reply", list(b.running), b)
             case ("started", name):
                 return ("reply", name in b.running, b)
+            case ("get_supervisor", name):
+                r = b.running.get(name)
+                return ("reply", None if r is None else b.tops.get(r.master), b)
             case ("load", spec):
                 name = spec["name"]
                 b.loaded.pop(name, None)
@@ -429,7 +443,9 @@ class _Controller(gen_server.GenServer):
             _, master, event, value = got
             name = b.masters.get(master)
             if name is not None:
-                if event == "started":
+                if event == "top":
+                    b.tops[master] = value
+                elif event == "started":
                     _started(b, name, master, value)
                 elif event == "stopped":
                     _stopped(b, name, master, value)
@@ -482,12 +498,14 @@ def _started(b: _Books, name: str, master: P.Pid, outcome: Any) -> None:
         b.running[name] = _Running(master, st.type, st.included)
     else:
         del b.masters[master]
+        b.tops.pop(master, None)
     for waiter in st.waiters:
         gen_server.reply(waiter, answer)
 
 
 def _stopped(b: _Books, name: str, master: P.Pid, outcome: Any) -> None:
     del b.masters[master]
+    b.tops.pop(master, None)
     r = b.running.pop(name)
     _, answer = _decide.answer_of(outcome)
     for waiter in r.stoppers or ():
@@ -497,6 +515,7 @@ def _stopped(b: _Books, name: str, master: P.Pid, outcome: Any) -> None:
 def _exited(b: _Books, name: str, master: P.Pid, reason: Any) -> None:
     """The tree of ``name`` exited on its own (or its master died): record it, and do what its type says."""
     del b.masters[master]
+    b.tops.pop(master, None)
     r = b.running.pop(name)
     b.exits.append((name, reason))
     for waiter in r.stoppers or ():  # a stop that crossed the exit: it is not running any more
@@ -548,6 +567,8 @@ def _master(controller: P.Pid, name: str, spec: dict) -> None:
             raise Exit("shutdown")
         top, state = got
     mref = monitor(top) if top is not None else None
+    if top is not None:
+        tell("top", top)  # before "started": the controller knows the top once the start has answered
     for phase, args in spec["start_phases"]:
         try:
             answer = spec["start_phase"](phase, "normal", args)

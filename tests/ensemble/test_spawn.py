@@ -309,6 +309,8 @@ def test_process_info_all_keys():
         "dispatcher",
         "carrier",
         "exit_pending",
+        "current_function",
+        "memory",
     } == set(info)
     assert "informed" == info["registered_name"]
     assert "default" == info["dispatcher"]
