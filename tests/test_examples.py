@@ -1,4 +1,4 @@
-"""The examples run: the Quick start's demo prints its story, the supervised tree restarts its worker."""
+"""The examples run: the Quick start's demo prints its story, the supervised tree restarts its worker, the dashboard's run delivers every event once."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_example(name: str) -> str:
+def run_example(name: str, *args: str) -> str:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / name)],
+        [sys.executable, str(ROOT / "examples" / name), *args],
         capture_output=True, text=True, timeout=60, env=env, cwd=str(ROOT),
     )
     assert 0 == done.returncode, done.stderr
@@ -35,3 +35,11 @@ def test_supervised_example_restarts_the_crashing_worker_twice():
     assert 2 == out.count("child_terminated: child 'payments'")
     assert 2 == out.count("was replaced by")
     assert "after stop: []" in out
+
+
+def test_dashboard_runs_the_500k_preset_without_a_browser():
+    """examples/dashboard.py --run: the preset's 500,000 events, ticks 5 ms apart, all delivered once, with back-pressure."""
+    out = run_example("dashboard.py", "--run", "500000", "--tick", "0.005")
+    assert "run of 500,000 events: pushed 500,000, delivered 500,000" in out
+    assert "every event delivered exactly once" in out
+    assert "back-pressure: 0 refused" not in out
