@@ -43,3 +43,12 @@ def test_dashboard_runs_the_500k_preset_without_a_browser():
     assert "run of 500,000 events: pushed 500,000, delivered 500,000" in out
     assert "every event delivered exactly once" in out
     assert "back-pressure: 0 refused" not in out
+
+
+def test_parallel_benchmark_gets_one_result_on_every_side_including_carrier_nodes():
+    """examples/parallel_benchmark.py, tiny: sequential, thread pools and the pool on "cpu" (a
+    dispatcher of OS processes) agree on every battery's checksum (the speed-up is the
+    example's to show, not a test's)."""
+    out = run_example("parallel_benchmark.py", "--sizes", "3000,5000", "--rounds", "3", "--reps", "1")
+    assert out.count("identical on every side") == 2
+    assert 'pool on "cpu"' in out

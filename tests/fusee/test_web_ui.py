@@ -2,15 +2,14 @@
 the runs table shows a run as it starts, its page shows the step timeline, and its buttons signal,
 cancel and terminate.  The engine runs in a child process (``fusee serve``), so selenium's blocking
 calls never stall its server.  A screenshot of each page is kept under ``test-artifacts/fusee-ui/``
-(or ``$FUSEE_TEST_ARTIFACTS``).  Without chromium the tests skip, except in CI (``CI=true``),
-where they fail."""
+(see tests/browser.py).  Without chromium the tests skip, except in CI (``CI=true``), where they
+fail."""
 
 from __future__ import annotations
 
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,34 +20,10 @@ from typing import Any
 
 import pytest
 
+from tests import browser as browser_kit
+
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "ui-token"
-
-
-def _browser() -> tuple[str, str]:
-    """Chromium's and chromedriver's paths; a skip (a failure in CI) when either is missing."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        selenium_ok = False
-    else:
-        selenium_ok = True
-    if chromium and driver and selenium_ok:
-        return chromium, driver
-    why = ("chromium is not installed (apt-get install -y chromium chromium-driver)" if not chromium
-           else "chromedriver is not installed (apt-get install -y chromium-driver)" if not driver
-           else "selenium is not installed (pip install -e '.[test]')")
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI must run the browser tests: {why}")
-    pytest.skip(why)
-
-
-def _artifacts() -> Path:
-    d = Path(os.environ.get("FUSEE_TEST_ARTIFACTS") or ROOT / "test-artifacts" / "fusee-ui")
-    d.mkdir(parents=True, exist_ok=True)
-    return d
 
 
 class Server:
@@ -93,28 +68,14 @@ class Server:
 
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory):
-    """A served engine and a headless Chromium on its UI, signed in with the token."""
-    chromium, driver_path = _browser()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
+    """A served engine and a headless Chromium on its UI (the server runs in a child process,
+    so selenium's blocking calls need no care here)."""
+    browser_kit.require()
     server = Server(str(tmp_path_factory.mktemp("ui") / "data"))
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chromium
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1280,900",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
-        opts.add_argument(flag)
     try:
-        browser = webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
-    except Exception:
-        server.stop()
-        raise
-    try:
-        yield server, browser
+        with browser_kit.chromium() as browser:
+            yield server, browser
     finally:
-        browser.quit()
         server.stop()
 
 
@@ -132,7 +93,7 @@ def _text(browser, css: str) -> str:
 
 
 def _shot(browser, name: str) -> None:
-    path = _artifacts() / f"{name}.png"
+    path = browser_kit.artifacts("fusee-ui") / f"{name}.png"
     assert browser.save_screenshot(str(path)) and path.stat().st_size > 0
 
 
