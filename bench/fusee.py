@@ -47,6 +47,10 @@ something crashes):
    Python allocations per run, parked against loaded.
 9. Scaling: 1, 16, 64, 256 and 1,024 concurrent workflows of 20 steps, on disk and in memory
    (alternating, best of ``--reps``), informative, printed as a Markdown table (docs/fusee.md).
+10. Updates against signals on one run, on disk: 1,000 ``engine.update`` calls one after another (each
+   answered once its ``UpdateDone`` is durable; the handler counts, no step) against 1,000
+   ``engine.signal`` calls (each answered once its ``Signal`` is durable) to one run that waits for
+   them, alternating, best of ``--reps``.  Informative (no target).
 
 Output: one line per result, then a Markdown summary table (for the README), then one JSON line
 (the last line) with every figure and sample.
@@ -715,6 +719,68 @@ def bench_parked(quick: bool, reps: int) -> list[Result]:
 
 
 # --------------------------------------------------------------------------
+# 10. Updates against signals on one run
+# --------------------------------------------------------------------------
+
+INTERACTIONS = (1_000, 200)
+
+
+@fusee.workflow("bench.inbox", version=1)
+def inbox(ctx: Any, n: int) -> int:
+    """Counts updates; takes ``n`` signals "sig", then waits for "stop"."""
+    seen = {"n": 0}
+
+    def bump(v: Any) -> int:
+        seen["n"] += 1
+        return seen["n"]
+
+    ctx.on_update("bump", bump)
+    for _ in range(n):
+        ctx.wait_for("sig")
+    ctx.wait_for("stop")
+    return seen["n"]
+
+
+def bench_updates(quick: bool, reps: int) -> list[Result]:
+    n = INTERACTIONS[quick]
+    upd: list[float] = []
+    sig: list[float] = []
+    with fusee.Engine.open(_fresh("updates"), workflows=[inbox], shards=4) as engine:
+        for _ in range(reps):
+            wid = f"inbox-{next(_rep_ids)}"
+            engine.start(inbox, wid, n)
+            engine.update(wid, "bump", 0)  # the run is loaded and waiting: warm
+
+            def updates() -> float:
+                t0 = time.perf_counter()
+                for i in range(n):
+                    engine.update(wid, "bump", i)
+                return time.perf_counter() - t0
+
+            def signals() -> float:
+                t0 = time.perf_counter()
+                for i in range(n):
+                    engine.signal(wid, "sig", i)
+                return time.perf_counter() - t0
+
+            order = (updates, signals) if len(upd) % 2 == 0 else (signals, updates)
+            for fn in order:
+                with gc_paused():
+                    dt = fn()
+                (upd if fn is updates else sig).append(n / dt)
+            engine.signal(wid, "stop")
+            assert engine.result(wid, timeout=600) == n + 1
+        m = engine.metrics()
+    note = (
+        f"{n:,} sequential calls each, to one run on one of 4 shards, alternating, best of {reps}: an update "
+        f"records Update + UpdateDone and goes through the run's process (validator, handler), a signal records "
+        f"one Signal (its Waited follows); records per flush {m['records_per_flush']:.1f}"
+    )
+    return [Result("updates", "10", "updates/s against signals/s on one run, on disk", n, "updates/s", max(upd),
+                   "signals", max(sig), note=note, samples={"fusee": upd, "signals": sig})]
+
+
+# --------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------
 
@@ -728,6 +794,7 @@ MEASUREMENTS: dict[str, Callable[[bool, int], list[Result]]] = {
     "7": bench_admission,
     "8": bench_parked,
     "9": bench_scaling,
+    "10": bench_updates,
 }
 
 

@@ -13,16 +13,25 @@ storage (:mod:`fusee.disk`, :mod:`fusee.journal` over ``segment_files``,
 ``group_commit``, ``journal_shard``, ``journal_metrics``; :mod:`fusee.store`);
 runs (:mod:`fusee.host`, what the inner modules share; :mod:`fusee.shard`, the
 shard servers; ``run_state``, ``ctx``, ``run_process``, ``run_family``,
-``behalf``, :mod:`fusee.concurrency`, :mod:`fusee.delay`, :mod:`fusee.workflow`);
+``behalf``, :mod:`fusee.concurrency`, :mod:`fusee.delay`, :mod:`fusee.schedule`
+(:mod:`fusee.cron`), :mod:`fusee.workflow`);
 and the face (:mod:`fusee.engine`, :mod:`fusee.testing`).
 """
 
 from .codec import register
+from .cron import CronError
 from .durations import parse as parse_duration
 from .engine import Ctx, Engine, IdPolicy, Retry, Run, Signal, StepContext, Workflow, signal, workflow
+from .schedule import Schedule
 from .errors import (
     CODES,
     AlreadyExists,
+    AlreadySettled,
+    InvalidToken,
+    NotPaused,
+    NotRunning,
+    UpdateFailed,
+    UpdateRejected,
     Busy,
     Cancelled,
     ChildFailed,
@@ -46,6 +55,12 @@ from .errors import (
 )
 
 __all__ = [
+    "AlreadySettled",
+    "InvalidToken",
+    "NotPaused",
+    "NotRunning",
+    "UpdateFailed",
+    "UpdateRejected",
     "workflow",
     "signal",
     "Engine",
@@ -56,6 +71,8 @@ __all__ = [
     "StepContext",
     "Signal",
     "Workflow",
+    "Schedule",
+    "CronError",
     "register",
     "parse_duration",
     "Error",

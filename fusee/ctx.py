@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import random as _random
+import secrets as _secrets
 import uuid as _uuid
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -18,7 +19,10 @@ from ensemble import NOMATCH, TIMEOUT
 from . import durations as _durations
 from . import records as r
 from .errors import (
+    Cancelled,
     DeterminismError,
+    EngineFailed,
+    Error,
     NotFound,
     NotSerializable,
     ShardCrashed,
@@ -27,9 +31,9 @@ from .errors import (
     Terminated,
     failure_of,
 )
-from .replay import CANCEL, CHILD, COMPLETION, SEND, SLEEP, STEP, VALUE, WAIT, Replay, send_dedup
+from .replay import ASYNC, CANCEL, CHILD, COMPLETION, SEND, SLEEP, STEP, VALUE, WAIT, Replay, async_token, send_dedup
 from .workflow import _NO_RETRY, Retry, _signal_name, _wake, shard_of
-from .run_state import RUNNING, _RunState
+from .run_state import RUNNING, _RunState, _UpdateRequest
 from .run_family import _parent_ref
 
 if TYPE_CHECKING:
@@ -135,8 +139,15 @@ class Ctx:
             raise _Parked()
         if st.past_deadline():
             raise _Deadline()
+        if st.validating:
+            raise Error("an update's validator runs no operations (it only reads the workflow's state)")
+        m = st.machine
         try:
-            return st.machine.begin(kind, name)
+            if st.update_requests or m._upd < len(m.history._updates):
+                seq = m.number(kind, name)
+                self._updates(seq)  # due updates run here, once the operation has its number (as on replay)
+                return m.resolve(seq, kind, name)
+            return m.begin(kind, name)
         except DeterminismError as e:
             st.determinism = e
             raise
@@ -158,6 +169,8 @@ class Ctx:
         if st.past_deadline():
             raise _Deadline()
         m = st.machine
+        if st.update_requests or m._upd < len(m.history._updates):
+            self._updates(seq)
         nxt = m.next_for(seq)
         if nxt == CANCEL:
             raise m.take_cancel()  # type: ignore[misc]
@@ -171,9 +184,127 @@ class Ctx:
         st = self._st
         if st.past_deadline():
             raise _Deadline()
-        c = st.machine.settle(seq)
+        m = st.machine
+        if st.update_requests or m._upd < len(m.history._updates):
+            self._updates(seq)  # an update recorded before this completion runs first, as on replay
+        c = m.settle(seq)
         if c is not None:
             raise c
+
+    # -- updates (docs: fusee.replay, "Updates")
+
+    def _updates(self, seq: int) -> None:
+        """A check point of begun operation ``seq``: run the handler of each recorded update due here (its turn
+        before the operation's completion and an undelivered cancel: :meth:`fusee.replay.Machine.update_due`),
+        then, while nothing is recorded for the operation (no completion, no cancel), take the requests the
+        shard server queued: each is validated and, accepted, recorded (``Update``) and run at once.  Never
+        inside a handler or a validator (a handler runs to its end before the next update starts)."""
+        st = self._st
+        if st.in_update or st.validating:
+            return
+        m = st.machine
+        while True:
+            u = m.update_due(seq)
+            if u is not None:
+                m.take_update()
+                self._apply_update(u)
+                continue
+            if st.update_requests and m.next_for(seq) is None:
+                self._accept_update(st.update_requests.pop(0))
+                continue
+            return
+
+    def _accept_update(self, req: _UpdateRequest) -> None:
+        """Validate request ``req`` and record its ``Update`` (its waiters then wait for its outcome), or answer
+        them the refusal with nothing recorded: no handler of that name, or the validator raised."""
+        st = self._st
+        h = st.machine.history
+        if h.has_update(req.id):  # recorded already (this request was sent again): wait for that one's outcome
+            done = h.update_outcome(req.id)
+            if done is None:
+                st.update_waiters.setdefault(req.id, []).extend(req.waiters)
+            else:
+                rec, lsn = done
+                st.answer_update(req.waiters, rec.status, rec.payload, lsn)
+            return
+        entry = st.update_handlers.get(req.name)
+        if entry is None:
+            known = ", ".join(repr(n) for n in sorted(st.update_handlers)) or "none"
+            failure = {"type": "UnknownUpdate", "message": f"the run has no update handler {req.name!r} (it has: {known})"}
+            st.answer_update(req.waiters, "rejected", failure, 0)
+            return
+        validator = entry[1]
+        if validator is not None:
+            st.validating = True
+            try:
+                validator(req.value)
+            except Exception as exc:
+                st.answer_update(req.waiters, "rejected", failure_of(exc), 0)
+                return
+            finally:
+                st.validating = False
+        st.append(r.Update(st.run, req.id, req.name, req.value))  # a delivery: due at once (nothing else is recorded)
+        st.update_waiters.setdefault(req.id, []).extend(req.waiters)
+
+    def _apply_update(self, u: r.Update) -> None:
+        """Run the handler of recorded update ``u`` (live, or replaying) and record its ``UpdateDone`` (unless
+        recorded already), then answer its waiters.  A handler that raises fails the update, not the run; a
+        cancel raised in it fails the update and goes on to the code (the run is being cancelled)."""
+        st = self._st
+        entry = st.update_handlers.get(u.name)
+        st.in_update = True
+        try:
+            if entry is None:  # recorded by code that had the handler: not this code (it changed)
+                status, payload = "error", {"type": "UnknownUpdate", "message": f"the run has no update handler {u.name!r}"}
+            else:
+                try:
+                    status, payload = "ok", entry[0](u.payload)
+                except (DeterminismError, Terminated, StorageError, ShardCrashed, EngineFailed):
+                    raise
+                except Cancelled as exc:
+                    st.in_update = False
+                    self._update_done(u, "error", failure_of(exc))
+                    raise
+                except Exception as exc:
+                    status, payload = "error", failure_of(exc)
+        finally:
+            st.in_update = False
+        self._update_done(u, status, payload)
+
+    def _update_done(self, u: r.Update, status: str, payload: Any) -> None:
+        st = self._st
+        done = st.machine.history.update_outcome(u.id)
+        if done is None:
+            try:
+                lsn = st.append(r.UpdateDone(st.run, u.id, status, payload))
+            except NotSerializable as exc:  # the handler's result: the update fails, saying where
+                status, payload = "error", failure_of(_result_refused(exc, f"update {u.name}"))
+                lsn = st.append(r.UpdateDone(st.run, u.id, status, payload))
+        else:
+            rec, lsn = done
+            status, payload = rec.status, rec.payload
+        waiters = st.update_waiters.pop(u.id, None)
+        if waiters:
+            st.answer_update(waiters, status, payload, lsn)
+
+    def on_update(self, name: str, handler: Callable[[Any], Any], validator: Callable[[Any], Any] | None = None) -> None:
+        """Answer ``engine.update(id, name, value)`` with ``handler(value)``.
+
+        ``validator(value)``, if given, runs first and records nothing: if it raises, the update is
+        rejected (the caller gets :class:`fusee.errors.UpdateRejected`) and nothing is recorded.  It
+        must not run operations.  An accepted update is recorded (``Update``) and its handler runs at
+        that place in the journal, at the code's next operation or wake-up (and again there on
+        replay); it may run steps, sleeps, waits.  Its result (or failure) is recorded (``UpdateDone``)
+        and answered to the caller once durable; a handler that raises fails the update
+        (:class:`fusee.errors.UpdateFailed`), not the run.  Register handlers before the code's first
+        operation: an update that arrives while none of that name is registered is rejected."""
+        if type(name) is not str or not name:
+            raise TypeError(f"an update's name is a non-empty str, not {name!r}")
+        if not callable(handler):
+            raise TypeError(f"an update handler is a function handler(value), not {handler!r}")
+        if validator is not None and not callable(validator):
+            raise TypeError(f"an update validator is None or a function validator(value), not {validator!r}")
+        self._st.update_handlers[name] = (handler, validator)
 
     def _pause(self, at: float | None) -> None:
         """Park until woken (a signal or a cancel arrived) or until unix time ``at``.
@@ -244,22 +375,35 @@ class Ctx:
             raise _Parked()
         if st.deadline is not None and st.past_deadline():
             raise _Deadline()
+        m = st.machine
         try:
-            op = st.machine.begin_new(STEP, name)
+            if st.update_requests or m._upd < len(m.history._updates) or st.validating:
+                op = self._begin(STEP, name)
+            else:
+                op = m.begin_new(STEP, name)
         except DeterminismError as e:
             st.determinism = e
             raise
+        base, paused = 0, False
         if type(op) is int:
             seq, attempt, retry_at = op, 1, None
         elif type(op) is Replay:
             return op.result()
         else:
-            seq, attempt, retry_at = op.seq, op.attempts + 1, op.retry_at
+            seq, attempt, retry_at, base, paused = op.seq, op.attempts + 1, op.retry_at, op.base, op.paused
         host = st.host
         fn = host.step_body(st.wtype, name, fn)
         takes = _takes_step_context(fn)
         clock = host.clock
         while True:
+            if paused:  # the retry budget was used up (on_exhausted="pause"): wait for engine.resume
+                h = m.history
+                while True:
+                    self._next(seq)  # no Step yet: a recorded cancel (or a due update) lands here
+                    if seq not in h._paused:
+                        break
+                    self._pause(None)
+                base, paused, retry_at = attempt - 1, False, None  # a fresh budget from here
             if retry_at is not None:
                 while True:
                     self._next(seq)  # no Step yet: a recorded cancel lands here
@@ -275,7 +419,12 @@ class Ctx:
                     value = fn()
             except Exception as exc:
                 failure = failure_of(exc)
-                if attempt >= retry.attempts:
+                if attempt - base >= retry.attempts:
+                    if getattr(host, "on_exhausted", "fail") == "pause":
+                        st.append(r.Paused(st.run, seq, name, attempt, failure))
+                        attempt += 1
+                        paused = True
+                        continue
                     st.append(r.Step(st.run, seq, name, attempt, "error", failure))
                     self._settled(seq)  # a cancel recorded before the Step lands here, as on replay
                     raise StepFailed(name, failure) from exc
@@ -290,7 +439,9 @@ class Ctx:
             # _settled, inlined: a cancel recorded while the body ran (before the Step) lands here, as on replay
             if st.deadline is not None and st.past_deadline():
                 raise _Deadline()
-            c = st.machine.settle(seq)
+            if st.update_requests or m._upd < len(m.history._updates):
+                self._updates(seq)  # an update recorded while the body ran runs first, as on replay
+            c = m.settle(seq)
             if c is not None:
                 raise c
             return value
@@ -331,8 +482,9 @@ class Ctx:
                 return None
             self._pause(at)
 
-    def wait_for(self, signal: Any, timeout: Any = None) -> Any:
-        """The next value of ``signal`` (a :func:`signal` or its name), or ``None`` once ``timeout`` passes.
+    def wait_for(self, signal: Any, timeout: Any = None, *, until: float | None = None) -> Any:
+        """The next value of ``signal`` (a :func:`signal` or its name), or ``None`` once ``timeout`` passes
+        (or the clock reaches ``until``, unix seconds: an absolute deadline, not both).
 
         Signals sent before the wait are kept, in order; a timeout is recorded.
 
@@ -341,6 +493,10 @@ class Ctx:
         signal was received before the cancel (it stays unconsumed), as on replay.
         """
         name = _signal_name(signal)
+        if until is not None and timeout is not None:
+            raise ValueError("wait_for takes timeout or until, not both")
+        if until is not None and (type(until) not in (int, float) or until != until):
+            raise TypeError(f"until is unix seconds (int or float), not {until!r}")
         seconds = None if timeout is None else _durations.parse(timeout)
         op = self._begin(WAIT, name)
         if type(op) is Replay:
@@ -351,7 +507,7 @@ class Ctx:
         if op.armed:
             deadline = op.at
         else:
-            deadline = None if seconds is None else clock.now() + seconds
+            deadline = float(until) if until is not None else None if seconds is None else clock.now() + seconds
             st.append(r.Wait(st.run, op.seq, name, deadline))
         while True:
             got = self._next(op.seq)  # journal order; a Waited is only ever recorded here
@@ -365,6 +521,51 @@ class Ctx:
                 st.append(r.Waited(st.run, op.seq, "timeout", None))
                 return None
             self._pause(deadline)
+
+    def step_async(self, name: str, start_fn: Callable[[str], Any]) -> Any:
+        """A step an outside system finishes: ``start_fn(token)`` hands the completion token (an opaque str
+        naming this run and step, with a random part recorded in the journal) to that system, and the run
+        waits durably until ``engine.complete(token, value)`` (this returns ``value``) or
+        ``engine.fail(token, error)`` (this raises :class:`StepFailed` with the failure).
+
+        Records ``Awaiting`` (the token's secret) before ``start_fn`` runs, once it is durable (so no
+        completion of a token anyone saw is ever lost), then ``AsyncStarted`` once ``start_fn`` returns:
+        ``start_fn`` runs at least once, as a step body does (again only after a crash before its
+        ``AsyncStarted`` is durable, with the same token), never on replay after that.  If ``start_fn``
+        raises, the step fails at once (``Settled`` "error": :class:`StepFailed`).  The outcome is a
+        ``Settled`` record (one per step: a second settle raises :class:`fusee.errors.AlreadySettled`).
+        A settle that comes before ``start_fn`` returned counts (``start_fn`` may hand the token on
+        and the outside system answer at once)."""
+        if type(name) is not str:
+            raise TypeError(f"an async step's name is a str, not {name!r}")
+        if not callable(start_fn):
+            raise TypeError(f"start_fn is a function start_fn(token), not {start_fn!r}")
+        op = self._begin(ASYNC, name)
+        if type(op) is Replay:
+            return op.result()
+        st = self._st
+        h = st.machine.history
+        if op.armed:
+            secret = h.awaiting(op.seq).secret
+        else:
+            secret = _secrets.token_hex(16)
+            st.append(r.Awaiting(st.run, op.seq, name, secret))
+        if not op.started:
+            st.await_durable()  # the token is durable before anyone sees it
+            if h.op(op.seq).done is None:  # not settled meanwhile
+                try:
+                    start_fn(async_token(st.id, st.run, op.seq, secret))
+                except Exception as exc:
+                    if h.op(op.seq).done is None:
+                        st.append(r.Settled(st.run, op.seq, "error", failure_of(exc)))
+                else:
+                    if h.op(op.seq).done is None:
+                        st.append(r.AsyncStarted(st.run, op.seq))
+        while True:
+            got = self._next(op.seq)  # journal order: the Settled or the Cancel, whichever was recorded first
+            if got is not None:
+                return got.result()
+            self._pause(None)
 
     def _value(self, kind: str, make: Callable[[], Any]) -> Any:
         op = self._begin(VALUE, kind)

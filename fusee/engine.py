@@ -46,8 +46,11 @@ from . import directory as _directory
 from . import delay as _delay
 from . import durations as _durations
 from . import parking as _parking
+from . import schedule as _schedule
 from . import store as _store
-from .errors import EngineFailed, Error, NotFound, StorageError
+from .errors import EngineFailed, Error, InvalidToken, NotFound, StorageError, UpdateFailed, UpdateRejected, failure_of
+from . import records as _r
+from .replay import parse_token as _parse_token
 from .disk import DISK, Disk
 from .journal import DEFAULT_SEGMENT_SIZE, Journal
 from .workflow import (
@@ -63,7 +66,7 @@ from .workflow import (
     workflow,
 )
 from .ctx import Ctx, StepContext
-from .run_state import _DONE, RUNNING, STATUSES, _RunState
+from .run_state import _DONE, _UPDATE, RUNNING, STATUSES, _RunState, shown_status
 from .shard import _VOID
 from .host import RESTART_INTENSITY, Host, StepHook
 
@@ -87,27 +90,36 @@ __all__ = [
 
 
 class Run:
-    """A handle on one run: ``id``, ``run`` (its number); :meth:`result` waits for its end."""
+    """A handle on one run: ``id``, ``run`` (its number); :meth:`result` waits for its end.
 
-    __slots__ = ("engine", "id", "run", "_st")
+    ``update_result``: the handler's result of the update a ``start(..., update=(name, value))`` applied
+    (None otherwise)."""
+
+    __slots__ = ("engine", "id", "run", "_st", "update_result")
 
     def __init__(self, engine: "Engine", st: _RunState) -> None:
         self.engine = engine
         self.id = st.id
         self.run = st.run
         self._st = st
+        self.update_result: Any = None
 
     def __repr__(self) -> str:
         return f"<fusee.Run {self.id!r} run {self.run}>"
 
     @property
     def status(self) -> str:
-        """``"running"``, ``"completed"``, ``"failed"``, ``"cancelled"`` or ``"terminated"``."""
-        return self._st.status
+        """``"running"`` (``"paused"`` while a step waits for ``resume``), ``"completed"``, ``"failed"``,
+        ``"cancelled"`` or ``"terminated"``."""
+        return shown_status(self._st)
 
     def result(self, timeout: float | None = None) -> Any:
         """The run's value once its ``Done`` is durable; raises what it ended with, ``TimeoutError`` after ``timeout``."""
         return self.engine.result_of(self, timeout)
+
+    def update(self, name: str, value: Any = None, timeout: float | None = None, *, update_id: str | None = None) -> Any:
+        """:meth:`Engine.update` of this run's workflow ID."""
+        return self.engine.update(self.id, name, value, timeout, update_id=update_id)
 
 
 class _Following(Run):
@@ -138,8 +150,9 @@ def _unalias(a: Any) -> None:
 
 
 def _builtin_workflows() -> list[Workflow]:
-    """The workflow types every engine has: ``fusee.queued``, ``fusee.concurrency``, ``fusee.delay``."""
-    return _concurrency.workflows() + _delay.workflows()
+    """The workflow types every engine has: ``fusee.queued``, ``fusee.concurrency``, ``fusee.delay``,
+    ``fusee.schedule``, ``fusee.scheduled``."""
+    return _concurrency.workflows() + _delay.workflows() + _schedule.workflows()
 
 
 class Engine:
@@ -187,6 +200,7 @@ class Engine:
         restart_intensity: tuple[int, float] = RESTART_INTENSITY,
         http: str | None = None,
         http_token: str | None = None,
+        on_exhausted: str = "fail",
     ) -> "Engine":
         """Open the engine on directory ``path`` (``None``: in memory), recovering every unfinished run.
 
@@ -225,6 +239,10 @@ class Engine:
 
         ``http`` (``"127.0.0.1:8080"``; None: none) serves the HTTP API and web UI
         (:func:`fusee.http.serve`, ``http_token``: its bearer token) until :meth:`shutdown`.
+
+        ``on_exhausted``: what a step whose retry budget is used up does: ``"fail"`` (the workflow gets
+        :class:`StepFailed`) or ``"pause"`` (a ``Paused`` record: the run shows as ``"paused"`` until
+        :meth:`resume` retries the step with a fresh budget).
         """
         engine = open_engine(
             path,
@@ -241,6 +259,7 @@ class Engine:
             disk=disk,
             restart_intensity=restart_intensity,
             engine_type=cls,
+            on_exhausted=on_exhausted,
         )
         if http is not None:
             from . import http as _http  # only when asked: gevent.pywsgi and the UI's files
@@ -308,8 +327,17 @@ class Engine:
         delay: Any = None,
         at: float | None = None,
         timeout: Any = None,
+        update: Any = None,
+        update_id: str | None = None,
     ) -> Run:
         """Start a run of ``wf`` as workflow ID ``id``; returns once its ``Start`` is durable.
+
+        ``update=(name, value)`` (update-with-start): start the run if needed (``id_policy`` defaults to
+        :attr:`IdPolicy.ATTACH` then: a run of that ID is attached to), then apply the update as
+        :meth:`update` does (``update_id``: its update ID); returns once the update's outcome is durable,
+        the handler's result in the handle's ``update_result``.  A rejected or failed update raises
+        (:class:`UpdateRejected`, :class:`UpdateFailed`) after the run started.  Not with ``delay``/``at``
+        or a type with a concurrency limit (``TypeError``).
 
         A taken ID does what ``id_policy`` says (default: :class:`AlreadyExists`).  ``delay`` (a
         duration) or ``at`` (unix seconds): the run starts then, through the delay run
@@ -320,9 +348,22 @@ class Engine:
         """
         w = self.host.workflow(wf)
         shard = self.host.shard_of(id)
+        if update is not None and id_policy is None:
+            id_policy = IdPolicy.ATTACH  # type: ignore[attr-defined]
         policy = IdPolicy.DEFAULT if id_policy is None else id_policy  # type: ignore[attr-defined]
         if type(policy) is not IdPolicy:
             raise TypeError(f"id_policy is a fusee.IdPolicy, not {policy!r}")
+        if update is not None:
+            if type(update) not in (tuple, list) or len(update) != 2:
+                raise TypeError(f"update= is a (name, value) pair, not {update!r}")
+            if delay is not None or at is not None or getattr(w, "concurrency", None) is not None:
+                raise TypeError("update= starts the run now: not with delay=, at= or a type with a concurrency limit")
+            deadline = None if timeout is None else self.host.clock.now() + _durations.parse(timeout)
+            _r.encode_record(_r.Start(0, id, w.name, 0, 0.0, input, None))  # NotSerializable: nothing recorded
+            value, st = self._update(id, update[0], update[1], None, update_id, (w, input, policy, deadline))
+            run = Run(self, st)
+            run.update_result = value
+            return run
         if delay is not None or at is not None or getattr(w, "concurrency", None) is not None:
             return self._start_via(w, id, input, policy, delay, at, timeout)
         deadline = None if timeout is None else self.host.clock.now() + _durations.parse(timeout)
@@ -511,6 +552,108 @@ class Engine:
         """Ask the run's ``on_query(name, fn)`` handler: ``fn(arg)``."""
         return self.host.call(self.host.shard_of(id), ("query", id, name, arg))
 
+    # -- updates, async completions, resume (fusee.ctx: on_update, step_async; Engine.open(on_exhausted=))
+
+    def update(
+        self, id: str, name: str, value: Any = None, timeout: float | None = None, *, update_id: str | None = None
+    ) -> Any:
+        """Apply update ``name`` with ``value`` to the running run ``id`` and return its handler's result, once
+        its ``UpdateDone`` is durable.
+
+        The run's validator runs first: a refusal (or no handler of that name) raises
+        :class:`UpdateRejected` with nothing recorded; a handler that raises gives :class:`UpdateFailed`
+        (the run goes on).  ``update_id`` (default: a fresh one): an update sent again with the same ID
+        (after a timeout, a crash) is applied once and answers the same outcome again.  A run that has
+        ended (or ends before the update is recorded) raises :class:`NotRunning`; a value the codec
+        refuses raises :class:`NotSerializable` here.  ``timeout`` (seconds, None: no limit):
+        ``TimeoutError`` (the update may still be applied: send it again with its ``update_id``)."""
+        value, _ = self._update(id, name, value, timeout, update_id, None)
+        return value
+
+    def _update(self, id: str, name: str, value: Any, timeout: float | None, update_id: Any, start: Any) -> tuple[Any, _RunState]:
+        """:meth:`update` (``start``: ``(wf, input, policy, deadline)``: start the run first, in the same request to
+        its shard server); the handler's result and the run's state."""
+        if type(name) is not str or not name:
+            raise TypeError(f"an update's name is a non-empty str, not {name!r}")
+        if update_id is None:
+            update_id = f"fusee.update/{os.urandom(12).hex()}"
+        elif type(update_id) is not str or not update_id:
+            raise TypeError(f"update_id is None or a non-empty str, not {update_id!r}")
+        shard = self.host.shard_of(id)
+        _r.encode_record(_r.Update(0, update_id, name, value))  # NotSerializable: raised here, nothing recorded
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            a = _e.alias()
+            try:
+                reply = self.host.call(shard, ("update", id, name, value, update_id, a, start))
+                start = None  # started (or attached): asking again only looks the update up, or queues it again
+                if reply[0] == "done":
+                    _, status, payload, lsn, st = reply
+                    self.host.wait_durable(shard, lsn)
+                    return self._update_outcome(id, name, update_id, status, payload), st
+                _, start_lsn, st = reply
+                self.host.wait_durable(shard, start_lsn)
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+
+                def match(m: Any) -> Any:
+                    if type(m) is tuple and len(m) >= 2 and m[1] == a and (m[0] == _UPDATE or m[0] == _DONE):
+                        return m
+                    return NOMATCH
+
+                got = _e.receive(match, timeout=left)
+                if got is TIMEOUT:
+                    raise TimeoutError(f"update {name!r} of run {id!r} has not been answered within {timeout} s")
+                if got[0] == _DONE:
+                    continue  # the run ended, or its shard server restarted: ask again
+                _, _, status, payload, lsn = got
+                if status == "rejected":
+                    raise UpdateRejected(id, name, update_id, payload)
+                self.host.wait_durable(shard, lsn)
+                return self._update_outcome(id, name, update_id, status, payload), st
+            finally:
+                _unalias(a)
+                _e.receive(lambda m: m if type(m) is tuple and len(m) == 5 and m[0] == _UPDATE and m[1] == a else NOMATCH, timeout=0)
+
+    @staticmethod
+    def _update_outcome(id: str, name: str, update_id: str, status: str, payload: Any) -> Any:
+        if status == "ok":
+            return payload
+        raise UpdateFailed(id, name, update_id, payload)
+
+    def complete(self, token: str, value: Any = None) -> None:
+        """Settle the async step of ``token`` (``ctx.step_async``) with ``value``: it returns ``value`` in the run.
+        Returns once the ``Settled`` record is durable.  Raises :class:`InvalidToken` (not a token of an
+        async step of this engine), :class:`AlreadySettled` (settled before: nothing changes),
+        :class:`NotRunning` (the run has ended), :class:`NotSerializable`; nothing recorded then."""
+        self._settle(token, "ok", value)
+
+    def fail(self, token: str, error: Any = None) -> None:
+        """Settle the async step of ``token`` as failed: the run's ``step_async`` raises :class:`StepFailed` with
+        ``error`` as its failure (an exception becomes ``{"type", "message"}``).  As :meth:`complete` otherwise."""
+        if isinstance(error, BaseException):
+            error = failure_of(error)
+        elif error is None:
+            error = {"type": "Failed", "message": "failed by engine.fail"}
+        self._settle(token, "error", error)
+
+    def _settle(self, token: str, status: str, payload: Any) -> None:
+        parts = _parse_token(token)
+        if parts is None:
+            raise InvalidToken(token, "malformed")
+        id, run, seq, secret = parts
+        _r.encode_record(_r.Settled(run, seq, status, payload))  # NotSerializable: raised here, nothing recorded
+        shard = self.host.shard_of(id)
+        lsn = self.host.call(shard, ("settle", id, run, seq, secret, status, payload, token))
+        self.host.wait_durable(shard, lsn)
+
+    def resume(self, id: str) -> None:
+        """Retry the paused step of run ``id`` (``Engine.open(on_exhausted="pause")``) with a fresh retry budget;
+        returns once the ``Resumed`` record is durable.  :class:`NotPaused` if the run is not paused (nothing
+        recorded)."""
+        shard = self.host.shard_of(id)
+        lsn = self.host.call(shard, ("resume_paused", id))
+        self.host.wait_durable(shard, lsn)
+
     def describe(self, id: str) -> dict[str, Any]:
         """The latest run of ``id``: status, type, version, timestamps, result or error, and its journal records.
 
@@ -571,6 +714,40 @@ class Engine:
                 continue
             by_id[id] = {k: w[k] for k in ("id", "run", "type", "status", "shard")}
         return sorted((d for d in by_id.values() if status is None or d["status"] == status), key=lambda d: d["id"])
+
+    # -- schedules (fusee.schedule)
+
+    def schedule(
+        self,
+        name: str,
+        workflow: Any,
+        *,
+        cron: str | None = None,
+        every: Any = None,
+        input: Any = None,
+        overlap: str = "skip",
+        timezone: Any = None,
+        catchup_window: Any = _schedule.DEFAULT_CATCHUP,
+    ) -> "_schedule.Schedule":
+        """Start schedule ``name``: a run of ``workflow`` with ``input`` at each time ``cron`` (5 fields, in UTC
+        or ``timezone``) or ``every`` (a duration, from the unix epoch) gives, as ``<name>@<time>``; returns
+        its handle (pause, resume, trigger, delete, describe) once durable.  ``overlap``: ``"skip"``,
+        ``"buffer_one"`` or ``"allow"``; missed times within ``catchup_window`` are caught up
+        (:mod:`fusee.schedule`).  Bad input raises (``UnknownWorkflow``, ``ValueError``,
+        :class:`fusee.cron.CronError`, ``AlreadyExists`` for a running schedule of that name) with
+        nothing recorded."""
+        return _schedule.create(
+            self, name, workflow, cron=cron, every=every, input=input, overlap=overlap,
+            timezone=timezone, catchup_window=catchup_window,
+        )
+
+    def schedule_handle(self, name: str) -> "_schedule.Schedule":
+        """A handle on the running schedule ``name``; :class:`NotFound` if there is none."""
+        return _schedule.handle(self, name)
+
+    def schedules(self) -> list[dict[str, Any]]:
+        """Every running schedule, by name: its spec, ``state``, ``next`` fire time, ``running`` and ``recent`` runs."""
+        return _schedule.listing(self)
 
     def metrics(self) -> dict[str, Any]:
         """Runs by status, the journal's flush statistics (records per flush, flush latency) and storage
@@ -697,12 +874,15 @@ def open_engine(
     step_hook: StepHook | None = None,
     restart_intensity: tuple[int, float] = RESTART_INTENSITY,
     engine_type: "type[Engine] | None" = None,
+    on_exhausted: str = "fail",
 ) -> "Engine":
     """:meth:`Engine.open` (its options and errors), plus what the test kit passes: ``step_hook``
     (its step mocks, :data:`fusee.host.StepHook`, in place before the first recovered run starts).
     ``engine_type``: the :class:`Engine` subclass to make (default: :class:`Engine`)."""
     if engine_type is None:
         engine_type = Engine
+    if on_exhausted not in ("fail", "pause"):
+        raise ValueError(f'on_exhausted is "fail" or "pause", not {on_exhausted!r}')
     if max_live_runs is not None and (type(max_live_runs) is not int or max_live_runs < 1):
         raise ValueError(f"max_live_runs is None or an int > 0, not {max_live_runs!r}")
     for name, v in (("park_after", park_after), ("retention", retention)):
@@ -771,7 +951,10 @@ def open_engine(
         None if retention is None else float(retention),
     )
     try:
-        host = Host(
+        host = Host.__new__(Host)
+        # read by fusee.ctx when a step's retry budget is used up: set before the host resumes any run
+        host.on_exhausted = on_exhausted
+        host.__init__(
             journal,
             registry,
             shards,

@@ -37,6 +37,14 @@ class                  code                     means
                                                 from its journal and restarted (retry idempotently)
 :class:`EngineFailed`  ``"engine_failed"``      shard servers crashed more often than the restart
                                                 intensity allows: the engine is down (reopen it)
+:class:`NotRunning`    ``"not_running"``        the run has ended (an update, a completion, ...
+                                                sent to it): nothing recorded
+:class:`UpdateRejected` ``"update_rejected"``   the update's validator refused it, or the run has no
+                                                handler of that name: nothing recorded
+:class:`UpdateFailed`  ``"update_failed"``      the update's handler raised (recorded; the run goes on)
+:class:`InvalidToken`  ``"invalid_token"``      not a completion token of this engine's journal
+:class:`AlreadySettled` ``"already_settled"``   the async step of this token was settled already
+:class:`NotPaused`     ``"not_paused"``         ``resume`` of a run that is not paused
 =====================  =======================  ===========================================
 
 A *failure* (``StepFailed.failure``, ``Failed.failure``) is a JSON value
@@ -71,6 +79,12 @@ __all__ = [
     "StorageFailed",
     "ShardCrashed",
     "EngineFailed",
+    "NotRunning",
+    "UpdateRejected",
+    "UpdateFailed",
+    "InvalidToken",
+    "AlreadySettled",
+    "NotPaused",
     "storage_error",
     "CODES",
     "failure_of",
@@ -382,6 +396,102 @@ class EngineFailed(Error):
         return f"the engine has failed: {self.why}; shut it down and open it again"
 
 
+class NotRunning(Error):
+    """Run ``id`` has ended (``status``): what was sent to it (an update, a completion) is refused, nothing
+    recorded."""
+
+    code = "not_running"
+
+    def __init__(self, id: str, status: str | None = None, what: str = "the call") -> None:
+        super().__init__(id, status, what)
+        self.id = id
+        self.status = status
+        self.what = what
+
+    def _message(self) -> str:
+        how = "" if self.status is None else f" ({self.status})"
+        return f"run {self.id!r} has ended{how}: {self.what} is refused, nothing recorded"
+
+
+class UpdateRejected(Error):
+    """Update ``name`` (update ID ``update_id``) of run ``id`` was refused before anything was recorded:
+    its validator raised (``failure``), or the run has no handler of that name (``failure`` says so)."""
+
+    code = "update_rejected"
+
+    def __init__(self, id: str, name: str, update_id: str | None, failure: Any = None) -> None:
+        super().__init__(id, name, update_id, failure)
+        self.id = id
+        self.name = name
+        self.update_id = update_id
+        self.failure = failure
+
+    def _message(self) -> str:
+        return f"update {self.name!r} of run {self.id!r} was rejected (nothing recorded): {_shown(self.failure)}"
+
+
+class UpdateFailed(Error):
+    """The handler of update ``name`` (update ID ``update_id``) of run ``id`` raised: ``failure`` (recorded in
+    the run's ``UpdateDone``; the run goes on)."""
+
+    code = "update_failed"
+
+    def __init__(self, id: str, name: str, update_id: str | None, failure: Any = None) -> None:
+        super().__init__(id, name, update_id, failure)
+        self.id = id
+        self.name = name
+        self.update_id = update_id
+        self.failure = failure
+
+    def _message(self) -> str:
+        return f"update {self.name!r} of run {self.id!r} failed: {_shown(self.failure)}"
+
+
+class InvalidToken(Error):
+    """``token`` is not a completion token of an async step this engine's journal holds (malformed, or its
+    secret does not match): nothing recorded."""
+
+    code = "invalid_token"
+
+    def __init__(self, token: Any, why: str = "") -> None:
+        super().__init__(token, why)
+        self.token = token
+        self.why = why
+
+    def _message(self) -> str:
+        shown = repr(self.token) if type(self.token) is not str else repr(self.token[:60])
+        return f"not a valid completion token: {shown}" + (f" ({self.why})" if self.why else "")
+
+
+class AlreadySettled(Error):
+    """The async step of ``token`` was settled already (``status`` "ok" or "error"); this settle changed nothing."""
+
+    code = "already_settled"
+
+    def __init__(self, token: Any, status: str | None = None) -> None:
+        super().__init__(token, status)
+        self.token = token
+        self.status = status
+
+    def _message(self) -> str:
+        how = "" if self.status is None else f" ({'completed' if self.status == 'ok' else 'failed'})"
+        return f"the async step of this token was settled already{how}: nothing changed"
+
+
+class NotPaused(Error):
+    """``resume`` of run ``id``, which is not paused (``status``: its status): nothing recorded."""
+
+    code = "not_paused"
+
+    def __init__(self, id: str, status: str | None = None) -> None:
+        super().__init__(id, status)
+        self.id = id
+        self.status = status
+
+    def _message(self) -> str:
+        return f"run {self.id!r} is not paused ({self.status}): nothing to resume"
+
+
 _FULL = (_errno.ENOSPC, getattr(_errno, "EDQUOT", -1))  # the errnos of a full disk (or quota)
 
 
@@ -415,6 +525,12 @@ CODES: Final[dict[str, type[Error]]] = {
         StorageFailed,
         ShardCrashed,
         EngineFailed,
+        NotRunning,
+        UpdateRejected,
+        UpdateFailed,
+        InvalidToken,
+        AlreadySettled,
+        NotPaused,
     )
 }
 """Each code to its class (the base's ``"error"`` is not listed)."""

@@ -46,7 +46,9 @@ MAX_BODY: Final = 1 << 20  # bytes of a request body, by default
 MAX_DEPTH: Final = 64  # nested JSON arrays and objects in a request body
 MAX_ID: Final = 1024  # characters of a workflow ID, a type or a signal/query name
 MAX_QUERY: Final = 4096  # characters of a query string
-LIST_STATUSES: Final = ("running", "completed", "failed", "cancelled", "terminated", "continued", "timed_out", "queued", "delayed")
+LIST_STATUSES: Final = (
+    "running", "completed", "failed", "cancelled", "terminated", "continued", "timed_out", "queued", "delayed", "paused",
+)
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 1000
 
@@ -62,6 +64,11 @@ _STATUS: Final[dict[str, int]] = {
     "not_found": 404,
     "already_exists": 409,
     "not_running": 409,
+    "not_paused": 409,
+    "update_rejected": 400,
+    "update_failed": 422,
+    "invalid_token": 400,
+    "already_settled": 409,
     "unknown_workflow": 400,
     "not_serializable": 400,
     "busy": 503,

@@ -20,7 +20,7 @@ refuses.  The same record always gives the same bytes.
 anything malformed: bytes that are not one JSON object, no or an unknown
 ``"t"``, a missing or extra field, a field of the wrong type or outside its
 choices (:data:`STEP_STATUSES`, :data:`WAIT_OUTCOMES`, :data:`VALUE_KINDS`,
-:data:`DONE_STATUSES`, :data:`CHILD_STATUSES`, :data:`PARENT_CLOSE`).  :data:`OPTIONAL` fields
+:data:`DONE_STATUSES`, :data:`CHILD_STATUSES`, :data:`PARENT_CLOSE`, :data:`OUTCOMES`).  :data:`OPTIONAL` fields
 are written only when not ``None`` and read as ``None`` when absent.  It evaluates nothing and unpickles nothing: the only
 code it runs is a registered dataclass's constructor (a dataclass name not
 registered decodes as :class:`fusee.codec.Unknown`).  The journal turns its
@@ -51,6 +51,13 @@ __all__ = [
     "Child",
     "ChildDone",
     "Send",
+    "Update",
+    "UpdateDone",
+    "Awaiting",
+    "AsyncStarted",
+    "Settled",
+    "Paused",
+    "Resumed",
     "Record",
     "KINDS",
     "PAYLOADS",
@@ -60,6 +67,7 @@ __all__ = [
     "DONE_STATUSES",
     "CHILD_STATUSES",
     "PARENT_CLOSE",
+    "OUTCOMES",
     "OPTIONAL",
     "kind_of",
     "encode_record",
@@ -76,6 +84,7 @@ VALUE_KINDS: Final = ("now", "random", "uuid")
 DONE_STATUSES: Final = ("completed", "failed", "cancelled", "terminated", "continued", "timed_out")
 CHILD_STATUSES: Final = ("completed", "failed", "cancelled", "terminated", "timed_out", "started")
 PARENT_CLOSE: Final = ("terminate", "request_cancel", "abandon")
+OUTCOMES: Final = ("ok", "error")  # an UpdateDone's and a Settled's status
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,11 +250,88 @@ class Send:
     payload: Any
 
 
-Record = Union[Start, Step, Attempt, Timer, Fired, Signal, Wait, Waited, Value, Cancel, Done, Child, ChildDone, Send]
+@dataclass(frozen=True, slots=True)
+class Update:
+    """An update ``name`` with ``payload`` and update ID ``id`` was accepted (its validator passed): its handler
+    runs at this place in the journal (a delivery, like a ``Cancel``).  Written by the run's own process."""
+
+    run: int
+    id: str
+    name: str
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateDone:
+    """The handler of update ``id`` ended: ``status`` "ok" (payload = its result) or "error" (payload = failure)."""
+
+    run: int
+    id: str
+    status: str
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Awaiting:
+    """Operation ``seq`` (``ctx.step_async`` named ``name``) waits for an outside completion; ``secret`` is the
+    random part of its completion token (recorded, so the token survives a crash)."""
+
+    run: int
+    seq: int
+    name: str
+    secret: str
+
+
+@dataclass(frozen=True, slots=True)
+class AsyncStarted:
+    """The ``start_fn`` of async operation ``seq`` returned (it is not run again on replay)."""
+
+    run: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """Async operation ``seq`` was settled: ``status`` "ok" (``engine.complete``: payload = its value) or "error"
+    (``engine.fail``, or ``start_fn`` raised: payload = the failure)."""
+
+    run: int
+    seq: int
+    status: str
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """Attempt ``attempt`` of step ``seq`` failed with ``error`` and used up the step's retry budget: the run is
+    paused (``Engine.open(on_exhausted="pause")``) until a ``Resumed``."""
+
+    run: int
+    seq: int
+    name: str
+    attempt: int
+    error: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """The paused step ``seq`` is retried with a fresh retry budget (``engine.resume``)."""
+
+    run: int
+    seq: int
+
+
+Record = Union[
+    Start, Step, Attempt, Timer, Fired, Signal, Wait, Waited, Value, Cancel, Done, Child, ChildDone, Send,
+    Update, UpdateDone, Awaiting, AsyncStarted, Settled, Paused, Resumed,
+]
 
 KINDS: Final[dict[str, type]] = {
     cls.__name__.lower(): cls
-    for cls in (Start, Step, Attempt, Timer, Fired, Signal, Wait, Waited, Value, Cancel, Done, Child, ChildDone, Send)
+    for cls in (
+        Start, Step, Attempt, Timer, Fired, Signal, Wait, Waited, Value, Cancel, Done, Child, ChildDone, Send,
+        Update, UpdateDone, Awaiting, AsyncStarted, Settled, Paused, Resumed,
+    )
 }
 """Each record kind (the ``"t"`` of its encoding) to its class."""
 
@@ -395,6 +481,45 @@ _SCHEMA: Final[dict[type, tuple[tuple[str, Any, str], ...]]] = {
         ("target", _text, "a str"),
         ("name", _text, "a str"),
         ("payload", _PAYLOAD, ""),
+    ),
+    Update: (
+        ("run", _count, "an int >= 0"),
+        ("id", _text, "a str"),
+        ("name", _text, "a str"),
+        ("payload", _PAYLOAD, ""),
+    ),
+    UpdateDone: (
+        ("run", _count, "an int >= 0"),
+        ("id", _text, "a str"),
+        ("status", _among(OUTCOMES), f"one of {OUTCOMES}"),
+        ("payload", _PAYLOAD, ""),
+    ),
+    Awaiting: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+        ("name", _text, "a str"),
+        ("secret", _text, "a str"),
+    ),
+    AsyncStarted: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+    ),
+    Settled: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+        ("status", _among(OUTCOMES), f"one of {OUTCOMES}"),
+        ("payload", _PAYLOAD, ""),
+    ),
+    Paused: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+        ("name", _text, "a str"),
+        ("attempt", _count, "an int >= 0"),
+        ("error", _PAYLOAD, ""),
+    ),
+    Resumed: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
     ),
 }
 

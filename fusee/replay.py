@@ -18,7 +18,21 @@ kind       name                                 begun / in progress             
 ``value``  ``"now"`` / ``"random"`` / ``"uuid"``  -                             ``Value``
 ``child``  the child's workflow ID              ``Child`` (started, ``deadline``) ``ChildDone``
 ``send``   the target's workflow ID             -                             ``Send``
+``async``  the async step's name                ``Awaiting`` (token secret),    ``Settled``
+                                                ``AsyncStarted`` (start_fn ran)
 =========  ===================================  ==============================  =========
+
+A step's progress also holds ``Paused`` (a failed attempt that used up the retry budget: the run is
+paused) and ``Resumed`` (retry with a fresh budget) records, in order with its ``Attempt`` records.
+
+**Updates.**  An ``Update`` is a delivery numbered in journal order (like the ``Cancel``); its handler
+runs at its place: the code asks :meth:`Machine.update_due` at each *check point* of operation
+``seq`` (once the operation is numbered, before it takes its completion or the cancel, and at every
+wake-up while it waits), and an update is due there when its turn comes before both the operation's
+completion (or the operation has none yet) and an undelivered cancel.  The handler's operations take
+the next numbers.  :meth:`Machine.number` then :meth:`Machine.resolve` are :meth:`Machine.begin` in
+two halves, so the code can run due updates between them.  ``UpdateDone`` (the handler's outcome)
+is no delivery: it is indexed by update ID (:meth:`History.update_outcome`).
 
 A child's outcome is its ``ChildDone``: ``"completed"`` replays its result, any
 other status raises :class:`~fusee.errors.ChildFailed` ``(id, failure, status)``
@@ -75,6 +89,9 @@ is not a record raises ``TypeError``.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hmac
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -92,14 +109,19 @@ __all__ = [
     "VALUE",
     "CHILD",
     "SEND",
+    "ASYNC",
     "KINDS",
     "child_failure",
     "send_dedup",
+    "async_token",
+    "parse_token",
+    "token_matches",
     "Op",
     "Replay",
     "Live",
     "Pending",
     "History",
+    "step_progress",
     "Machine",
     "COMPLETION",
     "CANCEL",
@@ -111,7 +133,8 @@ WAIT: Final = "wait"
 VALUE: Final = "value"
 CHILD: Final = "child"
 SEND: Final = "send"
-KINDS: Final = frozenset((STEP, SLEEP, WAIT, VALUE, CHILD, SEND))
+ASYNC: Final = "async"
+KINDS: Final = frozenset((STEP, SLEEP, WAIT, VALUE, CHILD, SEND, ASYNC))
 
 # what an operation takes next (Machine.next_for), by journal order
 COMPLETION: Final = "completion"
@@ -121,6 +144,7 @@ _STEP_STATUSES: Final = frozenset(("ok", "error"))
 _WAIT_OUTCOMES: Final = frozenset(("signal", "timeout"))
 _DONE_STATUSES: Final = frozenset(r.DONE_STATUSES)
 _CHILD_STATUSES: Final = frozenset(r.CHILD_STATUSES)
+_OUTCOMES: Final = frozenset(r.OUTCOMES)
 
 
 def _is_int(x: Any) -> bool:
@@ -185,6 +209,10 @@ class Live:
     ``attempts + 1``, due at ``retry_at`` (the last attempt's, else ``None``).
     A sleep or wait: ``armed`` when its ``Timer`` or ``Wait`` is recorded (do
     not record it again), with ``at`` its ``fire_at`` or ``deadline``.
+    A step's retry budget counts from attempt ``base`` + 1 (the attempt that last paused, once
+    resumed; 0: none), and ``paused`` says its last failed attempt paused the run and no
+    ``Resumed`` followed.  An async step: ``armed`` once its ``Awaiting`` is recorded, ``started``
+    once its ``AsyncStarted`` is.
     """
 
     seq: int
@@ -194,6 +222,9 @@ class Live:
     retry_at: float | None = None
     armed: bool = False
     at: float | None = None
+    base: int = 0
+    paused: bool = False
+    started: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +255,38 @@ def _identity(rec: Any) -> tuple[str, Any] | None:
         return (CHILD, rec.id)
     if t is r.Send:
         return (SEND, rec.target)
+    if t is r.Awaiting:
+        return (ASYNC, rec.name)
+    if t is r.Paused:
+        return (STEP, rec.name)
     return None
+
+
+def step_progress(attempts: tuple) -> tuple[int, float | None, int, bool, bool]:
+    """What an operation's progress records (``Op.attempts``: ``Attempt``, ``Paused``, ``Resumed``,
+    ``AsyncStarted`` in journal order) say: ``(failed attempts, the last one's retry_at (None after a
+    pause), base, paused, started)`` -- ``base`` is the attempt number of the pause last resumed (the
+    retry budget counts from there), ``paused`` whether the last pause has no ``Resumed`` yet."""
+    n = 0
+    retry_at = None
+    base = 0
+    paused = False
+    started = False
+    for rec in attempts:
+        t = type(rec)
+        if t is r.Attempt:
+            n += 1
+            retry_at = rec.retry_at
+        elif t is r.Paused:
+            n += 1
+            retry_at = None
+            paused = True
+        elif t is r.Resumed:
+            paused = False
+            base = n
+        elif t is r.AsyncStarted:
+            started = True
+    return (n, retry_at, base, paused, started)
 
 
 def child_failure(id: str, status: str, payload: Any) -> ChildFailed:
@@ -244,8 +306,48 @@ def send_dedup(sender_id: str, run: int, seq: int) -> str:
     return f"fusee.send/{sender_id}/{run}/{seq}"
 
 
-_OP_RECORDS: Final = ("Step", "Attempt", "Timer", "Fired", "Wait", "Waited", "Value", "Child", "ChildDone", "Send")
-_RUN_RECORDS: Final = ("Start", "Signal", "Cancel", "Done")
+_TOKEN_PREFIX: Final = "fz1"
+
+
+def async_token(id: str, run: int, seq: int, secret: str) -> str:
+    """The completion token of async operation ``seq`` of run ``run`` of workflow ID ``id`` whose ``Awaiting``
+    recorded ``secret``: ``"fz1.<run>.<seq>.<id, base64url without padding>.<secret>"`` (opaque to users)."""
+    wid = base64.urlsafe_b64encode(id.encode("utf-8", "surrogatepass")).decode("ascii").rstrip("=")
+    return f"{_TOKEN_PREFIX}.{run}.{seq}.{wid}.{secret}"
+
+
+def parse_token(token: Any) -> tuple[str, int, int, str] | None:
+    """``(id, run, seq, secret)`` of a token :func:`async_token` made, or ``None`` if ``token`` is not one."""
+    if type(token) is not str or len(token) > 8192 or not token.isascii():
+        return None
+    parts = token.split(".")
+    if len(parts) != 5 or parts[0] != _TOKEN_PREFIX:
+        return None
+    _, run, seq, wid, secret = parts
+    if not (run.isdigit() and seq.isdigit() and secret and len(run) < 20 and len(seq) < 20):
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(wid + "=" * (-len(wid) % 4))
+        id = raw.decode("utf-8", "surrogatepass")
+    except (binascii.Error, ValueError):
+        return None
+    if async_token(id, int(run), int(seq), secret) != token:  # the one spelling: no padding, no leading zeros
+        return None
+    return (id, int(run), int(seq), secret)
+
+
+def token_matches(awaiting: Any, secret: Any) -> bool:
+    """Whether ``secret`` is the one ``awaiting`` (an ``Awaiting`` record, or None) recorded (constant time)."""
+    if type(awaiting) is not r.Awaiting or type(secret) is not str or type(awaiting.secret) is not str:
+        return False
+    return hmac.compare_digest(awaiting.secret.encode("utf-8", "surrogatepass"), secret.encode("utf-8", "surrogatepass"))
+
+
+_OP_RECORDS: Final = (
+    "Step", "Attempt", "Timer", "Fired", "Wait", "Waited", "Value", "Child", "ChildDone", "Send",
+    "Awaiting", "AsyncStarted", "Settled", "Paused", "Resumed",
+)
+_RUN_RECORDS: Final = ("Start", "Signal", "Cancel", "Done", "Update", "UpdateDone")
 _KIND_NAMES: Final = {getattr(r, kind): kind for kind in _OP_RECORDS + _RUN_RECORDS}
 _OP_KINDS: Final = frozenset(_OP_RECORDS)
 
@@ -267,6 +369,11 @@ class History:
         "_cancel_turn",
         "_done",
         "_children",
+        "_updates",
+        "_update_turns",
+        "_update_index",
+        "_update_done",
+        "_paused",
     )
 
     def __init__(self) -> None:
@@ -285,6 +392,11 @@ class History:
         self._cancel: Any = None
         self._cancel_turn: int | None = None
         self._done: Any = None
+        self._updates: list[Any] = []  # the Update records, in journal order
+        self._update_turns: list[int] = []  # each one's delivery number
+        self._update_index: dict[str, int] = {}  # update ID -> its place in _updates
+        self._update_done: dict[str, tuple[Any, int]] = {}  # update ID -> (its UpdateDone, its index in _records)
+        self._paused: dict[int, int] = {}  # seq of a step whose last failed attempt paused the run -> that attempt
 
     @classmethod
     def from_records(cls, records_with_lsn: Iterable[tuple[int, Any]]) -> "History":
@@ -385,6 +497,29 @@ class History:
                 hash(rec.name)
             except TypeError:
                 raise ValueError(f"a Signal's name and dedup must be hashable: {rec!r}") from None
+        elif kind == "Update":
+            if type(rec.id) is not str or rec.id in self._update_index:
+                raise ValueError(f"an Update's id is a str not seen before in the run, got {rec.id!r}")
+            if type(rec.name) is not str:
+                raise ValueError(f"an Update's name is a str, got {rec.name!r}")
+
+            def apply() -> None:
+                self._update_index[rec.id] = len(self._updates)
+                self._updates.append(rec)
+                self._update_turns.append(self._turns)
+                self._turns += 1
+
+        elif kind == "UpdateDone":
+            if type(rec.id) is not str or rec.id not in self._update_index:
+                raise ValueError(f"an UpdateDone for update {rec.id!r} without its Update")
+            if rec.id in self._update_done:
+                raise ValueError(f"a second UpdateDone for update {rec.id!r}")
+            if type(rec.status) is not str or rec.status not in _OUTCOMES:
+                raise ValueError(f"an UpdateDone's status is 'ok' or 'error', got {rec.status!r}")
+
+            def apply() -> None:
+                self._update_done[rec.id] = (rec, len(self._records))
+
         elif kind == "Cancel":
 
             def apply() -> None:
@@ -413,8 +548,22 @@ class History:
             raise ValueError(f"a {kind} for operation {seq}, recorded as {op.kind} {op.name!r}, names {ident!r}")
         if op is not None and op.done is not None:
             raise ValueError(f"a {kind} for operation {seq}, already completed by a {type(op.done).__name__}")
-        if kind in ("Timer", "Wait", "Value", "Child", "Send") and op is not None:
+        if kind in ("Timer", "Wait", "Value", "Child", "Send", "Awaiting") and op is not None:
             raise ValueError(f"a {kind} for operation {seq}, already begun")
+        if kind in ("AsyncStarted", "Settled") and (op is None or op.kind != ASYNC or op.armed is None):
+            raise ValueError(f"a {kind} for operation {seq} without its Awaiting")
+        if kind == "AsyncStarted" and any(type(a) is r.AsyncStarted for a in op.attempts):  # type: ignore[union-attr]
+            raise ValueError(f"a second AsyncStarted for operation {seq}")
+        if kind == "Settled" and (type(rec.status) is not str or rec.status not in _OUTCOMES):
+            raise ValueError(f"a Settled's status is 'ok' or 'error', got {rec.status!r}")
+        if kind == "Awaiting" and type(rec.secret) is not str:
+            raise ValueError(f"an Awaiting's secret is a str, got {rec.secret!r}")
+        if kind in ("Attempt", "Paused") and seq in self._paused:
+            raise ValueError(f"a {kind} for operation {seq}, paused and not resumed")
+        if kind == "Resumed" and seq not in self._paused:
+            raise ValueError(f"a Resumed for operation {seq}, which is not paused")
+        if kind == "Step" and seq in self._paused:
+            raise ValueError(f"a Step for operation {seq}, paused and not resumed")
         if kind == "Fired" and (op is None or op.kind != SLEEP):
             raise ValueError(f"a Fired for operation {seq} without its Timer")
         if kind == "Waited" and (op is None or op.kind != WAIT):
@@ -446,13 +595,17 @@ class History:
 
         def apply() -> None:
             # Op is frozen: build the next one positionally (dataclasses.replace is slow).
-            if kind == "Attempt":
+            if kind == "Attempt" or kind == "Paused" or kind == "Resumed" or kind == "AsyncStarted":
                 new = Op(op.seq, op.kind, op.name, op.attempts + (rec,), op.armed, op.done, op.turn)
-            elif kind == "Timer" or kind == "Wait" or kind == "Child":
+                if kind == "Paused":
+                    self._paused[seq] = rec.attempt
+                elif kind == "Resumed":
+                    del self._paused[seq]
+            elif kind == "Timer" or kind == "Wait" or kind == "Child" or kind == "Awaiting":
                 new = Op(op.seq, op.kind, op.name, op.attempts, rec, op.done, op.turn)
                 if kind == "Child":
                     self._children = True
-            else:  # a completion: Step, Fired, Waited, Value, ChildDone, Send
+            else:  # a completion: Step, Fired, Waited, Value, ChildDone, Send, Settled
                 if queue is not None:
                     self._consumed.append((seq, queue.popleft()))
                 new = Op(op.seq, op.kind, op.name, op.attempts, op.armed, rec, self._turns)
@@ -504,11 +657,13 @@ class History:
         return tuple(self._op(s) for s in sorted(self._ops))
 
     def attempts(self, seq: int) -> tuple[int, float | None]:
-        """Failed attempts recorded for step ``seq`` and the last one's ``retry_at`` (``(0, None)``: none)."""
+        """Failed attempts recorded for step ``seq`` (``Attempt`` and ``Paused``) and the last one's
+        ``retry_at`` (None after a pause; ``(0, None)``: none)."""
         op = self._op(seq)
         if op is None or not op.attempts:
             return (0, None)
-        return (len(op.attempts), op.attempts[-1].retry_at)
+        n, retry_at, _, _, _ = step_progress(op.attempts)
+        return (n, retry_at)
 
     # signals
 
@@ -567,7 +722,7 @@ class History:
             op = self._ops[s]
             if type(op) is tuple:  # a completed step
                 continue
-            if op.armed is not None and op.done is None and op.kind != CHILD:
+            if op.armed is not None and op.done is None and op.kind != CHILD and op.kind != ASYNC:
                 at = op.armed.fire_at if op.kind == SLEEP else op.armed.deadline
                 out.append(Pending(s, op.kind, op.name, at))
         return tuple(out)
@@ -600,6 +755,45 @@ class History:
         """The run's ``Send`` records, in journal order."""
         return tuple(rec for rec in self._records if type(rec) is r.Send)
 
+    # updates
+
+    @property
+    def updates(self) -> tuple[Any, ...]:
+        """The run's ``Update`` records, in journal order."""
+        return tuple(self._updates)
+
+    def has_update(self, id: Any) -> bool:
+        """Whether an ``Update`` with update ID ``id`` is recorded."""
+        return type(id) is str and id in self._update_index
+
+    def update_outcome(self, id: Any) -> tuple[Any, int] | None:
+        """Update ``id``'s ``UpdateDone`` and its LSN, or ``None`` (not recorded, or not ended)."""
+        got = self._update_done.get(id) if type(id) is str else None
+        if got is None:
+            return None
+        rec, i = got
+        return (rec, self._lsns[i])
+
+    # pauses
+
+    @property
+    def paused(self) -> int | None:
+        """The ``seq`` of a step whose last failed attempt paused the run (no ``Resumed`` yet, not completed),
+        unless a ``Cancel`` is recorded (the cancel lands there: the run is not waiting for a resume);
+        else ``None``."""
+        if not self._paused or self._cancel is not None:
+            return None
+        return min(self._paused)
+
+    # async steps
+
+    def awaiting(self, seq: Any) -> Any:
+        """Async operation ``seq``'s ``Awaiting`` record (its token's secret), or ``None``."""
+        op = self._op(seq) if type(seq) is int else None
+        if op is None or op.kind != ASYNC:
+            return None
+        return op.armed
+
 
 # -- machine ---------------------------------------------------------------------------
 
@@ -607,13 +801,14 @@ class History:
 class Machine:
     """A run's code walking its history: numbers operations and says, for each, replay or live."""
 
-    __slots__ = ("history", "_next", "_handed", "_cancel_delivered")
+    __slots__ = ("history", "_next", "_handed", "_cancel_delivered", "_upd")
 
     def __init__(self, history: History | None = None) -> None:
         self.history = History() if history is None else history
         self._next = 0
-        self._handed = 0  # deliveries handed out (replays and the cancel)
+        self._handed = 0  # deliveries handed out (replays, updates and the cancel)
         self._cancel_delivered = False
+        self._upd = 0  # updates handed out (their handlers started), in journal order
 
     @property
     def next_seq(self) -> int:
@@ -692,12 +887,87 @@ class Machine:
         self._handed += 1
         return _replay_of(op)
 
+    # -- updates
+
+    @property
+    def updates_pending(self) -> bool:
+        """Whether a recorded ``Update`` is not yet handed out (its handler not started)."""
+        return self._upd < len(self.history._updates)
+
+    def update_due(self, seq: int | None) -> Any:
+        """The ``Update`` whose handler starts now, at a check point of begun operation ``seq`` (``None``:
+        of no operation), or ``None``: the first update not handed out, if its turn comes before the
+        operation's completion (or the operation has none recorded) and before an undelivered cancel.
+        Pure: :meth:`take_update` hands it out."""
+        h = self.history
+        i = self._upd
+        if i >= len(h._updates):
+            return None
+        t = h._update_turns[i]
+        if h._cancel is not None and not self._cancel_delivered and h._cancel_turn < t:  # type: ignore[operator]
+            return None
+        if seq is not None:
+            op = h._op(seq)
+            if op is not None and op.turn is not None and op.turn < t:
+                return None
+        return h._updates[i]
+
+    def take_update(self) -> Any:
+        """Hand out the first update not handed out (its handler starts): its ``Update`` record."""
+        h = self.history
+        if self._upd >= len(h._updates):
+            raise ValueError("no recorded update to take")
+        rec = h._updates[self._upd]
+        self._upd += 1
+        self._handed += 1
+        return rec
+
+    # -- beginning operations
+
+    def number(self, kind: str, name: Any) -> int:
+        """The first half of :meth:`begin`: number the operation and check it against the journal
+        (:class:`~fusee.errors.DeterminismError`); deliver nothing.  :meth:`resolve` is the second."""
+        if type(kind) is not str or kind not in KINDS:
+            raise ValueError(f"an operation's kind is one of {sorted(KINDS)}, got {kind!r}")
+        seq = self._next
+        self._next = seq + 1
+        op = self.history._op(seq)
+        if op is not None and (op.kind != kind or not _same(op.name, name)):
+            raise DeterminismError(seq, (op.kind, op.name), (kind, name))
+        return seq
+
+    def resolve(self, seq: int, kind: str, name: Any) -> Replay | Live:
+        """The second half of :meth:`begin` for operation ``seq`` of ``kind`` and ``name`` (numbered by
+        :meth:`number`): raise the cancel if it comes first (:meth:`next_for`), else its :class:`Replay`
+        (handed out) or :class:`Live`."""
+        h = self.history
+        op = h._op(seq)
+        if h._cancel is not None and not self._cancel_delivered and self._decide(op) == CANCEL:  # journal order
+            raise self.take_cancel()  # type: ignore[misc]
+        if op is None:
+            return Live(seq, kind, name)
+        if op.done is None:
+            n, retry_at, base, paused, started = step_progress(op.attempts)
+            armed = op.armed
+            at = None
+            if armed is not None and kind != ASYNC:
+                at = armed.fire_at if kind == SLEEP else armed.deadline  # a Child's too
+            return Live(seq, kind, name, n, retry_at, armed is not None, at, base, paused, started)
+        self._handed += 1
+        return _replay_of(op)
+
     def begin_new(self, kind: str, name: Any) -> Replay | Live | int:
         """:meth:`begin`, except that an operation the journal knows nothing of (the live case, once per
         step) is answered with its ``seq`` alone, not a :class:`Live` with nothing recorded in it."""
         seq = self._next
         h = self.history
-        if seq not in h._ops and (h._cancel is None or self._cancel_delivered) and type(kind) is str and kind in KINDS:
+        if (
+            seq not in h._ops
+            and (h._cancel is None or self._cancel_delivered)
+            and type(kind) is str
+            and kind in KINDS
+            and self._upd >= len(h._updates)
+        ):
             self._next = seq + 1
             return seq
         return self.begin(kind, name)
@@ -711,27 +981,7 @@ class Machine:
         cancel is recorded before the operation's completion, or the completion
         is not recorded); either way the operation took its number.
         """
-        if type(kind) is not str or kind not in KINDS:
-            raise ValueError(f"an operation's kind is one of {sorted(KINDS)}, got {kind!r}")
-        seq = self._next
-        self._next = seq + 1
-        h = self.history
-        op = h._ops.get(seq)
-        if type(op) is tuple:
-            op = h._op(seq)
-        if op is not None and (op.kind != kind or not _same(op.name, name)):
-            raise DeterminismError(seq, (op.kind, op.name), (kind, name))
-        if h._cancel is not None and not self._cancel_delivered and self._decide(op) == CANCEL:  # journal order
-            raise self.take_cancel()  # type: ignore[misc]
-        if op is None:
-            return Live(seq, kind, name)
-        if op.done is None:
-            n, retry_at = self.history.attempts(seq)
-            armed = op.armed
-            at = None if armed is None else (armed.fire_at if kind == SLEEP else armed.deadline)  # a Child's too
-            return Live(seq, kind, name, n, retry_at, armed is not None, at)
-        self._handed += 1
-        return _replay_of(op)
+        return self.resolve(self.number(kind, name), kind, name)
 
     def pending_timers(self) -> tuple[Pending, ...]:
         """See :meth:`History.pending_timers`."""
@@ -783,4 +1033,8 @@ def _replay_of(op: Op) -> Replay:
         return Replay(op.seq, op.kind, op.name, d.status, None, err, op.turn)  # type: ignore[arg-type]
     if t is r.Send:
         return Replay(op.seq, op.kind, op.name, "sent", None, None, op.turn)  # type: ignore[arg-type]
+    if t is r.Settled:
+        if d.status == "ok":
+            return Replay(op.seq, op.kind, op.name, "ok", d.payload, None, op.turn)  # type: ignore[arg-type]
+        return Replay(op.seq, op.kind, op.name, "error", None, StepFailed(op.name, d.payload), op.turn)  # type: ignore[arg-type]
     return Replay(op.seq, op.kind, op.name, "value", d.value, None, op.turn)  # type: ignore[arg-type]

@@ -17,8 +17,23 @@ if TYPE_CHECKING:
     from .host import Host
 
 _DONE = "fusee_done"
+_UPDATE = "fusee_update"  # (tag, alias, kind "ok"/"error"/"rejected", payload, lsn): an update's answer, to its caller
 RUNNING = "running"
+PAUSED = "paused"  # shown by describe and list for a running run whose step used up its retry budget
 STATUSES = ("running", "completed", "failed", "cancelled", "terminated", "continued", "timed_out")
+
+
+class _UpdateRequest:
+    """An update asked for and not yet taken by the run's process: its update ID, name, value and the
+    aliases of the callers waiting for its answer."""
+
+    __slots__ = ("id", "name", "value", "waiters")
+
+    def __init__(self, id: str, name: str, value: Any, waiters: list[Any]) -> None:
+        self.id = id
+        self.name = name
+        self.value = value
+        self.waiters = waiters
 
 
 # -- a run ---------------------------------------------------------------------------------
@@ -56,6 +71,11 @@ class _RunState:
         "parked",
         "wake_pending",
         "inherited",
+        "update_handlers",
+        "update_requests",
+        "update_waiters",
+        "in_update",
+        "validating",
     )
 
     def __init__(self, host: "Host", shard: int, start: r.Start, machine: Machine, wf: Workflow | None) -> None:
@@ -93,6 +113,15 @@ class _RunState:
         # the signal dedup keys the runs before this one of its chain (continue-as-new) had seen, in the
         # order seen: from ``Start.origin["dedup"]``; a signal with one of them is a redelivery, dropped
         self.inherited: dict[Any, None] = _inherited_dedups(start.origin)
+        # updates: the handlers the code registered (name -> (handler, validator)); the requests its shard
+        # server queued for its process (taken at the code's next check point, fusee.ctx); the callers
+        # waiting for the outcome of a recorded update (update ID -> their aliases); whether a handler or
+        # a validator is running now
+        self.update_handlers: dict[str, tuple[Callable[[Any], Any], Any]] = {}
+        self.update_requests: list[_UpdateRequest] = []
+        self.update_waiters: dict[str, list[Any]] = {}
+        self.in_update = False
+        self.validating = False
 
     def past_deadline(self) -> bool:
         """Whether the run has a deadline and the engine's clock has reached it."""
@@ -149,11 +178,54 @@ class _RunState:
         """End the run in memory only (a DeterminismError: fixed code may resume it after a reopen)."""
         self._ended("failed", ("error", exc), self.machine.gate())
 
+    # -- updates (the shard server queues them, the run's process answers them; both on the shard's carrier)
+
+    def queue_update(self, uid: str, name: str, value: Any, a: Any) -> None:
+        """Have the caller of alias ``a`` answered the outcome of update ``uid``: queued for the run's process
+        (unless a request or a record of that update ID is there already: then ``a`` waits for that one).
+        ``a`` is among the run's waiters too, so the run's end (or its server's restart) sends it
+        ``(_DONE, a)``: it asks again."""
+        self.waiters.append(a)
+        if self.machine.history.has_update(uid):
+            self.update_waiters.setdefault(uid, []).append(a)
+            return
+        for req in self.update_requests:
+            if req.id == uid:
+                req.waiters.append(a)
+                return
+        self.update_requests.append(_UpdateRequest(uid, name, value, [a]))
+
+    def answer_update(self, waiters: list[Any], kind: str, payload: Any, lsn: int) -> None:
+        """Send each alias of ``waiters`` the answer ``(_UPDATE, alias, kind, payload, lsn)`` (the caller waits
+        until ``lsn`` is durable) and drop it from the run's waiters."""
+        for a in waiters:
+            _e.send(a, (_UPDATE, a, kind, payload, lsn))
+            try:
+                self.waiters.remove(a)
+            except ValueError:
+                pass
+
+    def requeue_lost_updates(self) -> None:
+        """A failed write took back records of this run: callers waiting for an update whose ``Update`` is no
+        longer recorded are told ``(_DONE, alias)`` (they ask again, and it is queued again)."""
+        h = self.machine.history
+        for uid in [u for u in self.update_waiters if not h.has_update(u)]:
+            for a in self.update_waiters.pop(uid):
+                try:
+                    self.waiters.remove(a)
+                except ValueError:
+                    pass
+                _e.send(a, (_DONE, a))
+
     def _ended(self, status: str, outcome: tuple[str, Any], lsn: int) -> None:
         self.status = status
         self.outcome = outcome
         self.done_lsn = lsn
         self.finished = self.host.clock.now()
+        # updates not answered: their callers are among the waiters (told below); they ask again and get
+        # the recorded outcome, or NotRunning
+        self.update_requests = []
+        self.update_waiters = {}
         waiters, self.waiters = self.waiters, []
         for a in waiters:
             _e.send(a, (_DONE, a))
@@ -171,6 +243,14 @@ class _RunState:
         if status == "continued":
             return ("continued", payload)
         return ("error", Failed(payload))
+
+
+def shown_status(st: _RunState) -> str:
+    """The status a run shows (describe, list, ``Run.status``): its own, or :data:`PAUSED` while it runs and a
+    step of it waits for ``engine.resume``."""
+    if st.status == RUNNING and st.machine.history.paused is not None:
+        return PAUSED
+    return st.status
 
 
 # at most this many signal dedup keys go on from a run to the next of its chain (continue-as-new)

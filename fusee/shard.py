@@ -17,14 +17,18 @@ from . import store as _store
 from . import records as r
 from .errors import (
     AlreadyExists,
+    AlreadySettled,
     Busy,
     Error,
     Failed,
+    InvalidToken,
     NotFound,
+    NotPaused,
+    NotRunning,
     StorageError,
     Terminated,
 )
-from .replay import CHILD, History, Machine
+from .replay import CHILD, History, Machine, token_matches
 from .workflow import _WAKE, IdPolicy, Workflow
 from .ctx import _WAITING, _deliver_send
 from .run_family import (
@@ -38,6 +42,7 @@ from .run_family import (
 )
 from .run_process import _STALLED, _run_main
 from .run_state import RUNNING, _origin_of, _RunState
+from .run_state import shown_status as _status
 
 _TICK = "fusee_park_tick"  # the parking timer's message to its own shard server
 _RECLOSE = "fusee_reclose"  # (tag,): a shard server restarted; tellings of ended parents sent to it may be lost
@@ -68,6 +73,9 @@ CALLS: dict[str, str] = {
     "counts": "_counts",  # () -> {status: count}
     "child": "_child",  # (Child record, parent ref) -> LSN of the child's Start
     "continue": "_continue",  # (run state, input) -> the next run's state
+    "update": "_update",  # (id, name, value, update id, alias, start or None) -> ("done", status, payload, LSN, run state) | ("queued", LSN of a Start or 0, run state)
+    "settle": "_settle",  # (id, run, seq, secret, status, payload, token) -> LSN of the Settled
+    "resume_paused": "_resume_paused",  # (id) -> LSN of the Resumed (NotPaused)
     # the engine's life
     "resume": "_resume",  # () after every shard's server is up: start the recovered runs
     "stop_runs": "_stop_runs",  # () before shutdown
@@ -298,6 +306,7 @@ class _ShardServer(_gs.GenServer):
             elif st.status == RUNNING:
                 st.machine = Machine(st.machine.history)
             if st.status == RUNNING:
+                st.requeue_lost_updates()  # callers of an update whose Update was voided ask again
                 st.pid = None
                 st.queries = {}
                 st.parking = st.parked = st.wake_pending = False
@@ -635,6 +644,59 @@ class _ShardServer(_gs.GenServer):
             return st.start_lsn
         return self._deliver(st, r.Signal(st.run, name, dedup, value))
 
+    def _update(
+        self, id: str, name: str, value: Any, uid: str, a: Any, start: Any
+    ) -> tuple[Any, ...]:
+        """An update of run ``id`` (``start``: ``(wf, input, policy, deadline)``, start it first as ``start`` does,
+        the update-with-start): the recorded outcome of update ID ``uid`` if it has one; else queue it for the
+        run's process (which validates, records and runs it, and answers alias ``a``), waking the run."""
+        start_lsn = 0
+        if start is not None:
+            st, start_lsn = self._start(start[0], id, start[1], start[2], start[3])
+        else:
+            st = self._find(id)
+        done = st.machine.history.update_outcome(uid)
+        if done is not None:
+            rec, lsn = done
+            return ("done", rec.status, rec.payload, max(lsn, start_lsn), st)
+        if st.status != RUNNING:
+            raise NotRunning(id, st.status, f"update {name!r}")
+        st.queue_update(uid, name, value, a)
+        self._ensure_loaded(st)
+        return ("queued", start_lsn, st)
+
+    def _settle(self, id: str, run: int, seq: int, secret: str, status: str, payload: Any, token: str) -> int:
+        """Settle the async operation ``seq`` of run ``run`` of ``id`` (a ``Settled``), if ``secret`` is its
+        token's: :class:`InvalidToken` if not, :class:`AlreadySettled` once settled, :class:`NotRunning` once
+        the run has ended; nothing recorded then."""
+        st = self.runs.get(id)
+        if st is None or st.run != run:
+            st = next((x for x in self.all if x.id == id and x.run == run), None)
+        if st is None:
+            raise InvalidToken(token, "no run of this engine has it")
+        h = st.machine.history
+        aw = h.awaiting(seq)
+        if aw is not None:
+            if not token_matches(aw, secret):
+                raise InvalidToken(token, "its secret does not match")
+            op = h.op(seq)
+            if op.done is not None:
+                raise AlreadySettled(token, op.done.status)
+        elif st.status == RUNNING:
+            raise InvalidToken(token, "the run has no async step there")
+        if st.status != RUNNING:
+            raise NotRunning(id, st.status, "the completion")
+        return self._deliver(st, r.Settled(run, seq, status, payload))
+
+    def _resume_paused(self, id: str) -> int:
+        """Retry the paused step of run ``id`` with a fresh retry budget (a ``Resumed``); :class:`NotPaused` if
+        the run is not paused (nothing recorded)."""
+        st = self._find(id)
+        seq = st.machine.history.paused if st.status == RUNNING else None
+        if seq is None:
+            raise NotPaused(id, _status(st))
+        return self._deliver(st, r.Resumed(st.run, seq))
+
     def _cancel(self, id: str, reason: Any) -> int | None:
         st = self._find(id)
         if st.status != RUNNING:
@@ -669,9 +731,9 @@ class _ShardServer(_gs.GenServer):
 
     def _list(self, status: str | None) -> list[dict[str, Any]]:
         return [
-            {"id": st.id, "run": st.run, "type": st.wtype, "status": st.status, "shard": st.shard}
+            {"id": st.id, "run": st.run, "type": st.wtype, "status": _status(st), "shard": st.shard}
             for st in self.runs.values()
-            if status is None or st.status == status
+            if status is None or _status(st) == status
         ]
 
     def _counts(self) -> dict[str, int]:
@@ -698,7 +760,7 @@ def _describe(st: _RunState) -> dict[str, Any]:
         "run": st.run,
         "type": st.wtype,
         "version": st.version,
-        "status": st.status,
+        "status": _status(st),
         "shard": st.shard,
         "input": st.input,
         "started": st.started,

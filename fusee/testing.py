@@ -281,9 +281,13 @@ class TestEngine:
 
     # -- the engine API with virtual-time waits
 
-    def start(self, wf: Any, id: str, input: Any = None, id_policy: IdPolicy | None = None) -> Run:
-        """:meth:`fusee.Engine.start`; the handle's ``result()`` skips virtual time."""
-        return self._own(self.engine.start(wf, id, input, id_policy))
+    def start(self, wf: Any, id: str, input: Any = None, id_policy: IdPolicy | None = None, **options: Any) -> Run:
+        """:meth:`fusee.Engine.start` (``options``: its keyword options, ``update=`` too); the handle's
+        ``result()`` skips virtual time."""
+        run = self.engine.start(wf, id, input, id_policy, **options)
+        own = self._own(run)
+        own.update_result = run.update_result
+        return own
 
     def run(self, id: str) -> Run:
         """:meth:`fusee.Engine.run`; the handle's ``result()`` skips virtual time."""
@@ -467,6 +471,7 @@ def crash_everywhere(
     shards: int = 1,
     start: float | None = None,
     timeout: float = 30.0,
+    **options: Any,
 ) -> CrashReport:
     """Run ``case(engine)`` clean, then once per record boundary k = 1..R with a crash right after record
     k is durable, reopening and running the case again to its end; return a :class:`CrashReport`.
@@ -477,18 +482,24 @@ def crash_everywhere(
     at ``start`` (default: now, the same for every trial).  Raises
     AssertionError naming k if a trial's result differs from the clean one, or
     if a step body ran after the reopen although its ``Step`` record was
-    durable at the crash.  ``timeout`` (real seconds) bounds each case run.
+    durable at the crash.  ``timeout`` (real seconds) bounds each case run.  ``options`` go to every
+    :class:`TestEngine` (``on_exhausted="pause"``, say).
+
+    A case may apply updates (``engine.update(..., update_id=...)``: an update sent again after the
+    crash is answered from the journal), settle async steps (``engine.complete``: a token whose
+    ``Awaiting`` did not survive raises :class:`fusee.errors.InvalidToken`, and ``start_fn`` hands out
+    a new one; a settled one raises :class:`fusee.errors.AlreadySettled`) and resume paused runs.
     """
     workflows = list(workflows)
     t0 = time.time() if start is None else float(start)
-    with TestEngine(workflows, shards, clock=VirtualClock(t0)) as clean:
+    with TestEngine(workflows, shards, clock=VirtualClock(t0), **options) as clean:
         rec = _Recorder(clean.engine.host.journal, None, None)
         clean._mocks.on_body = _Bodies()
         result = case(clean)
         boundaries = rec.count
     trials: list[Trial] = []
     for k in range(1, boundaries + 1):
-        trials.append(_trial(case, workflows, shards, t0, k, boundaries, result, timeout))
+        trials.append(_trial(case, workflows, shards, t0, k, boundaries, result, timeout, options))
     return CrashReport(boundaries, 1 + 2 * boundaries, result, trials)
 
 
@@ -501,10 +512,11 @@ def _trial(
     boundaries: int,
     expected: Any,
     timeout: float,
+    options: dict[str, Any] | None = None,
 ) -> Trial:
     """One crash after record ``k``: run to the crash, reopen, run to the end, check."""
     trial = Trial(k, boundaries)
-    with TestEngine(workflows, shards, clock=VirtualClock(t0)) as eng:
+    with TestEngine(workflows, shards, clock=VirtualClock(t0), **(options or {})) as eng:
         before = _Bodies()
         eng._mocks.on_body = before
         driver = _e.self()

@@ -73,11 +73,16 @@ def timeline(journal: Iterable[tuple[int, Any]]) -> list[dict[str, Any]]:
     ``fired``), ``wait`` (``signal``, ``deadline``, ``outcome`` "signal"/"timeout"/None, ``value``),
     ``signal`` (an arrival: ``name``, ``value``, ``dedup``), ``value`` (``value_kind``, ``value``),
     ``child`` (``id``, ``type``, ``parent_close``, ``status`` and ``result``/``failure`` once done),
-    ``send`` (``target``, ``name``, ``value``), ``cancel`` (``reason``, ``by``) and ``end``
-    (``status``, ``finished``, ``result`` or ``failure``/``reason``).
+    ``send`` (``target``, ``name``, ``value``), ``cancel`` (``reason``, ``by``), ``update``
+    (``update_id``, ``name``, ``value``, ``status`` "running"/"ok"/"error", ``result``/``error``),
+    ``async`` (``name``, ``status`` "waiting"/"ok"/"error", ``started``, ``result``/``error``; the
+    token's secret is not shown) and ``end`` (``status``, ``finished``, ``result`` or
+    ``failure``/``reason``).  A step that paused has ``status`` "paused" and its attempts show
+    ``outcome`` "paused" and "resumed".
     """
     out: list[dict[str, Any]] = []
     ops: dict[int, dict[str, Any]] = {}
+    updates: dict[str, dict[str, Any]] = {}
     for lsn, rec in journal:
         t = type(rec)
         if t is r.Start:
@@ -89,13 +94,16 @@ def timeline(journal: Iterable[tuple[int, Any]]) -> list[dict[str, Any]]:
             if rec.origin is not None:
                 e["continued_from"] = plain(rec.origin.get("run") if type(rec.origin) is dict else rec.origin)
             out.append(e)
-        elif t is r.Attempt or t is r.Step:
+        elif t is r.Attempt or t is r.Step or t is r.Paused:
             e = ops.get(rec.seq)
             if e is None or e["kind"] != "step":
                 e = ops[rec.seq] = _entry("step", lsn, seq=rec.seq, name=rec.name, status="running", attempts=[])
                 out.append(e)
             if t is r.Attempt:
                 e["attempts"].append({"attempt": rec.attempt, "outcome": "error", "error": plain(rec.error), "retry_at": rec.retry_at, "lsn": lsn})
+            elif t is r.Paused:
+                e["attempts"].append({"attempt": rec.attempt, "outcome": "paused", "error": plain(rec.error), "lsn": lsn})
+                e["status"] = "paused"
             else:
                 a: dict[str, Any] = {"attempt": rec.attempt, "outcome": rec.status, "lsn": lsn}
                 a["result" if rec.status == "ok" else "error"] = plain(rec.payload)
@@ -140,6 +148,31 @@ def timeline(journal: Iterable[tuple[int, Any]]) -> list[dict[str, Any]]:
                     e["failure"] = plain(rec.payload)
         elif t is r.Send:
             out.append(_entry("send", lsn, seq=rec.seq, target=rec.target, name=rec.name, value=plain(rec.payload)))
+        elif t is r.Resumed:
+            e = ops.get(rec.seq)
+            if e is not None:
+                e["attempts"].append({"outcome": "resumed", "lsn": lsn})
+                e["status"] = "running"
+        elif t is r.Update:
+            e = updates[rec.id] = _entry("update", lsn, update_id=rec.id, name=rec.name, value=plain(rec.payload), status="running")
+            out.append(e)
+        elif t is r.UpdateDone:
+            e = updates.get(rec.id)
+            if e is not None:
+                e["status"] = rec.status
+                e["result" if rec.status == "ok" else "error"] = plain(rec.payload)
+        elif t is r.Awaiting:  # the token's secret is not shown: it is a capability
+            e = ops[rec.seq] = _entry("async", lsn, seq=rec.seq, name=rec.name, status="waiting", started=False)
+            out.append(e)
+        elif t is r.AsyncStarted:
+            e = ops.get(rec.seq)
+            if e is not None:
+                e["started"] = True
+        elif t is r.Settled:
+            e = ops.get(rec.seq)
+            if e is not None:
+                e["status"] = rec.status
+                e["result" if rec.status == "ok" else "error"] = plain(rec.payload)
         elif t is r.Done:
             e = _entry("end", lsn, status=rec.status, at=rec.finished)
             key = {"completed": "result", "failed": "failure", "continued": "next_input", "timed_out": "deadline"}.get(rec.status, "reason")

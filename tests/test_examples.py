@@ -52,3 +52,14 @@ def test_parallel_benchmark_gets_one_result_on_every_side_including_carrier_node
     out = run_example("parallel_benchmark.py", "--sizes", "3000,5000", "--rounds", "3", "--reps", "1")
     assert out.count("identical on every side") == 2
     assert 'pool on "cpu"' in out
+
+
+def test_fusee_schedule_example_fires_cron_and_interval_runs_and_pauses():
+    """examples/fusee_schedule.py: a cron schedule in a time zone and an hourly one over half a virtual
+    day: the hourly one fires except while paused (and once by hand), the cron one at 09:30 Paris."""
+    out = run_example("fusee_schedule.py")
+    assert "fired standup@2024-01-01T08:30:00Z -> standup report built by standup@2024-01-01T08:30:00Z" in out
+    hours = [f"metrics@2024-01-01T{h:02d}:00:00Z" for h in (1, 2, 3, 4, 5, 6, 10, 11, 12)]
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("fired metrics")] == hours
+    assert "schedule metrics: active, fired 9, next Mon 13:00 UTC" in out
+    assert "after delete: ['metrics']" in out

@@ -29,6 +29,12 @@ from fusee.errors import (
     StorageFailed,
     ShardCrashed,
     EngineFailed,
+    NotRunning,
+    UpdateRejected,
+    UpdateFailed,
+    InvalidToken,
+    AlreadySettled,
+    NotPaused,
     failure_of,
 )
 
@@ -53,6 +59,12 @@ CASES = [
     (StorageFailed, ("writing", "/data/shard-0/3.seg", 5, "Input/output error"), ("op", "path", "errno", "why"), "storage_failed"),
     (ShardCrashed, (2, "RuntimeError('bug')"), ("shard", "reason"), "shard_crashed"),
     (EngineFailed, ("3 restarts in 5 s",), ("why",), "engine_failed"),
+    (NotRunning, ("order-1", "completed", "update 'add'"), ("id", "status", "what"), "not_running"),
+    (UpdateRejected, ("order-1", "add", "u-1", {"type": "ValueError", "message": "negative"}), ("id", "name", "update_id", "failure"), "update_rejected"),
+    (UpdateFailed, ("order-1", "add", "u-1", {"type": "KeyError", "message": "'x'"}), ("id", "name", "update_id", "failure"), "update_failed"),
+    (InvalidToken, ("fz1.0.0.x.y", "malformed"), ("token", "why"), "invalid_token"),
+    (AlreadySettled, ("fz1.0.0.x.y", "ok"), ("token", "status"), "already_settled"),
+    (NotPaused, ("order-1", "running"), ("id", "status"), "not_paused"),
 ]
 
 

@@ -34,6 +34,14 @@ from fusee.records import (
     Value,
     Wait,
     Waited,
+    OUTCOMES,
+    Update,
+    UpdateDone,
+    Awaiting,
+    AsyncStarted,
+    Settled,
+    Paused,
+    Resumed,
     decode_record,
     encode_record,
     kind_of,
@@ -80,6 +88,13 @@ any_record = st.one_of(
     st.builds(Value, counts, counts, st.sampled_from(VALUE_KINDS), payloads),
     st.builds(Cancel, counts, payloads, st.none() | names),
     st.builds(Done, counts, st.sampled_from(DONE_STATUSES), times, payloads),
+    st.builds(Update, counts, names, names, payloads),
+    st.builds(UpdateDone, counts, names, st.sampled_from(OUTCOMES), payloads),
+    st.builds(Awaiting, counts, counts, names, names),
+    st.builds(AsyncStarted, counts, counts),
+    st.builds(Settled, counts, counts, st.sampled_from(OUTCOMES), payloads),
+    st.builds(Paused, counts, counts, names, counts, payloads),
+    st.builds(Resumed, counts, counts),
 )
 
 
@@ -137,7 +152,7 @@ def _fits(key, v):
     """Whether v is, by chance, a valid value for field key (then the test would not be about a wrong type)."""
     if key == "dedup":
         return v in (-1, "nope") and type(v) is not bool
-    if key in ("name", "id", "wtype", "by", "target"):
+    if key in ("name", "id", "wtype", "by", "target", "secret"):
         return type(v) is str
     if key in ("started", "retry_at", "fire_at", "deadline", "finished", "at") or (key == "deadline" and v is None):
         return type(v) in (int, float)
@@ -199,6 +214,7 @@ def test_kinds_are_lowercase_class_names():
     """KINDS maps each lowercase class name to its class."""
     expected = ["start", "step", "attempt", "timer", "fired", "signal", "wait", "waited", "value", "cancel", "done"]
     expected += ["child", "childdone", "send"]
+    expected += ["update", "updatedone", "awaiting", "asyncstarted", "settled", "paused", "resumed"]
     assert expected == list(KINDS)
     assert all(KINDS[k].__name__.lower() == k for k in KINDS)
 

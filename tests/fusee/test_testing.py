@@ -53,6 +53,12 @@ def patient(ctx, _):
     return {"got": got, "now": ctx.now()}
 
 
+@fusee.workflow("deadline")
+def deadline(ctx, at):
+    got = ctx.wait_for("answer", until=at)
+    return {"got": got, "now": ctx.now()}
+
+
 @fusee.workflow("quote")
 def quote(ctx, item):
     return ctx.step("price", lambda: 100) + ctx.step("tax", lambda: 20)
@@ -113,6 +119,13 @@ def test_wait_for_with_a_virtual_timeout_returns_none():
         got = eng.execute(patient, "p-1", timeout=5)
     assert got["got"] is None
     assert got["now"] >= start + 3600
+
+
+def test_wait_for_until_an_absolute_deadline_holds_however_the_clock_moves_meanwhile():
+    with TestEngine([deadline]) as eng:
+        at = eng.now() + 7200
+        got = eng.execute(deadline, "d-1", at, timeout=5)
+        assert got == {"got": None, "now": at}  # woke at the deadline itself, not later
 
 
 def test_a_signal_before_the_deadline_wins_and_leaves_no_stale_pause():
