@@ -51,6 +51,10 @@ something crashes):
    answered once its ``UpdateDone`` is durable; the handler counts, no step) against 1,000
    ``engine.signal`` calls (each answered once its ``Signal`` is durable) to one run that waits for
    them, alternating, best of ``--reps``.  Informative (no target).
+11. Stream chunks/s durable: one run writes 20,000 chunks (short str tokens) into ``ctx.stream`` from one
+   step body (the LLM case), while a reader (``engine.read_stream``) takes them as they become durable:
+   chunks/s from the start to the reader's last chunk, against the same chunks written by workflow
+   code (one operation per chunk), alternating, best of ``--reps``, on disk.  Informative (no target).
 
 Output: one line per result, then a Markdown summary table (for the README), then one JSON line
 (the last line) with every figure and sample.
@@ -780,6 +784,54 @@ def bench_updates(quick: bool, reps: int) -> list[Result]:
                    "signals", max(sig), note=note, samples={"fusee": upd, "signals": sig})]
 
 
+STREAM_CHUNKS = (20_000, 2_000)
+
+
+@fusee.workflow("bench.stream", version=1)
+def streamer(ctx: Any, spec: list[Any]) -> int:
+    """Writes ``spec[0]`` chunks to stream "s", from a step body (``spec[1]`` "step") or from the code."""
+    n, where = spec
+    out = ctx.stream("s")
+    if where == "step":
+
+        def body() -> int:
+            for i in range(n):
+                out.write("tok")
+            return n
+
+        ctx.step("generate", body)
+    else:
+        for i in range(n):
+            out.write("tok")
+    out.close()
+    return n
+
+
+def bench_stream(quick: bool, reps: int) -> list[Result]:
+    n = STREAM_CHUNKS[quick]
+    rates: dict[str, list[float]] = {"step": [], "code": []}
+    with fusee.Engine.open(_fresh("stream"), workflows=[streamer], shards=4) as engine:
+        engine.execute(streamer, f"stream-warm-{next(_rep_ids)}", [100, "step"], timeout=600)
+        for k in range(reps):
+            for where in (("step", "code") if k % 2 == 0 else ("code", "step")):
+                wid = f"stream-{next(_rep_ids)}"
+                with gc_paused():
+                    t0 = time.perf_counter()
+                    engine.start(streamer, wid, [n, where])
+                    got = sum(1 for _ in engine.read_stream(wid, "s", timeout=600))
+                    dt = time.perf_counter() - t0
+                assert got == n and engine.result(wid, timeout=600) == n
+                rates[where].append(n / dt)
+        m = engine.metrics()
+    note = (
+        f"{n:,} chunks of one run, read by one reader as they become durable, alternating, best of {reps}; "
+        f"the peer writes them from workflow code (an operation each); records per flush {m['records_per_flush']:.1f}"
+    )
+    return [Result("stream", "11", "stream chunks/s durable (from a step body), read as written, on disk", n,
+                   "chunks/s", max(rates["step"]), "from code", max(rates["code"]), note=note,
+                   samples={"fusee": rates["step"], "code": rates["code"]})]
+
+
 # --------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------
@@ -795,6 +847,7 @@ MEASUREMENTS: dict[str, Callable[[bool, int], list[Result]]] = {
     "8": bench_parked,
     "9": bench_scaling,
     "10": bench_updates,
+    "11": bench_stream,
 }
 
 

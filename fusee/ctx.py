@@ -38,6 +38,7 @@ from .run_family import _parent_ref
 
 if TYPE_CHECKING:
     from .host import Host
+    from .stream import Stream
 
 class _Deadline(BaseException):
     """Raised in a run past its deadline: it ends ``timed_out`` (not an Exception: code does not catch it)."""
@@ -412,11 +413,18 @@ class Ctx:
                     self._pause(retry_at)
             if not read_only and host.journal.path is not None:  # in memory every record is durable at once
                 st.await_durable()
+            st.stepping = seq  # a stream written in the body records the step's chunks (fusee.stream)
+            st.step_name = name
             try:
-                if takes:
-                    value = fn(StepContext(f"{st.id}/{st.run}/{seq}", name, attempt))
-                else:
-                    value = fn()
+                try:
+                    if takes:
+                        value = fn(StepContext(f"{st.id}/{st.run}/{seq}", name, attempt))
+                    else:
+                        value = fn()
+                finally:
+                    st.stepping = None
+                    if st.step_writes:
+                        st.step_writes = {}
             except Exception as exc:
                 failure = failure_of(exc)
                 if attempt - base >= retry.attempts:
@@ -685,6 +693,16 @@ class Ctx:
         with ``input`` and a fresh journal; ``result`` follows to the last run.  Does not return."""
         r.encode_record(r.Done(self._st.run, "continued", 0.0, input))  # NotSerializable: raised here
         raise _ContinueAsNew(input)
+
+    def stream(self, name: str) -> "Stream":
+        """The writer of this run's stream ``name`` (:class:`fusee.stream.Stream`): ``write(chunk)`` appends a
+        durable chunk, ``close()`` ends it; ``engine.read_stream(id, name, offset)`` reads it.  Used by
+        workflow code, a write is an operation (recorded once, replayed to its offset); used inside a step
+        body, its chunks are that step's, recorded as they are written (a body run again keeps the
+        recorded prefix).  Records nothing itself; ``TypeError`` for a name that is not a non-empty str."""
+        from .stream import Stream
+
+        return Stream(self, name)
 
     def on_query(self, name: str, fn: Callable[[Any], Any]) -> None:
         """Answer ``engine.query(id, name, arg)`` with ``fn(arg)`` (read-only: records nothing)."""

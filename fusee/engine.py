@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import ensemble as _e
 from ensemble import NOMATCH, TIMEOUT
@@ -47,6 +47,7 @@ from . import delay as _delay
 from . import durations as _durations
 from . import parking as _parking
 from . import schedule as _schedule
+from . import blob_refs as _blob_refs
 from . import store as _store
 from .errors import EngineFailed, Error, InvalidToken, NotFound, StorageError, UpdateFailed, UpdateRejected, failure_of
 from . import records as _r
@@ -116,6 +117,10 @@ class Run:
     def result(self, timeout: float | None = None) -> Any:
         """The run's value once its ``Done`` is durable; raises what it ended with, ``TimeoutError`` after ``timeout``."""
         return self.engine.result_of(self, timeout)
+
+    def read_stream(self, name: str, offset: int = 0, *, timeout: float | None = None) -> Iterator[Any]:
+        """:meth:`Engine.read_stream` of this run's workflow ID."""
+        return self.engine.read_stream(self.id, name, offset, timeout=timeout)
 
     def update(self, name: str, value: Any = None, timeout: float | None = None, *, update_id: str | None = None) -> Any:
         """:meth:`Engine.update` of this run's workflow ID."""
@@ -201,6 +206,7 @@ class Engine:
         http: str | None = None,
         http_token: str | None = None,
         on_exhausted: str = "fail",
+        payload_offload_bytes: int | None = _blob_refs.DEFAULT_OFFLOAD_BYTES,
     ) -> "Engine":
         """Open the engine on directory ``path`` (``None``: in memory), recovering every unfinished run.
 
@@ -243,6 +249,12 @@ class Engine:
         ``on_exhausted``: what a step whose retry budget is used up does: ``"fail"`` (the workflow gets
         :class:`StepFailed`) or ``"pause"`` (a ``Paused`` record: the run shows as ``"paused"`` until
         :meth:`resume` retries the step with a fresh budget).
+
+        ``payload_offload_bytes`` (default 256 KiB; None: never): on a directory, a payload (an input, a
+        result, a signal's value, any record's payload field) whose encoding is over this many bytes is
+        kept in a blob file of the shard (``blobs/<shard>/<sha256>``), durable before the record that
+        refers to it, and comes back exactly; blobs no kept record refers to go at the next checkpoint.
+        No effect in memory.  Blobs already in the directory are read whatever the setting.
         """
         engine = open_engine(
             path,
@@ -260,6 +272,7 @@ class Engine:
             restart_intensity=restart_intensity,
             engine_type=cls,
             on_exhausted=on_exhausted,
+            payload_offload_bytes=payload_offload_bytes,
         )
         if http is not None:
             from . import http as _http  # only when asked: gevent.pywsgi and the UI's files
@@ -548,6 +561,17 @@ class Engine:
             _concurrency.ensure_coordinator(self.host, id, limit)
         return lsn is not None
 
+    def read_stream(self, id: str, name: str, offset: int = 0, *, timeout: float | None = None) -> Iterator[Any]:
+        """The chunks of stream ``name`` of the latest run of ``id`` (``ctx.stream(name)``), from ``offset`` on, in
+        order, each once it is durable; blocks for new ones until the stream is closed or the run ends
+        (then the iteration ends).  A reader that reconnects passes the number of chunks it has taken as
+        ``offset`` and continues there: a chunk read never changes.  ``timeout`` (seconds, None: no
+        limit): ``TimeoutError`` when no chunk comes for that long.  :class:`NotFound`, ``TypeError`` and
+        ``ValueError`` (bad arguments) are raised here, at the call, not at the first chunk."""
+        from . import stream as _stream
+
+        return _stream.read(self.host, id, name, offset, timeout)
+
     def query(self, id: str, name: str, arg: Any = None) -> Any:
         """Ask the run's ``on_query(name, fn)`` handler: ``fn(arg)``."""
         return self.host.call(self.host.shard_of(id), ("query", id, name, arg))
@@ -805,7 +829,9 @@ class Engine:
             cp = self.host.call(shard, ("checkpoint",))
             if cp.lsn:
                 self.host.journal.wait_durable(shard, cp.lsn)
-            _store.write(os.path.join(self.host.journal.path, f"shard-{shard}"), cp, self.host.journal.disk)
+            _store.write(
+                os.path.join(self.host.journal.path, f"shard-{shard}"), cp, self.host.journal.disk, self.host.journal.blob_store(shard)
+            )
             lsns.append(cp.lsn)
         return lsns
 
@@ -875,12 +901,14 @@ def open_engine(
     restart_intensity: tuple[int, float] = RESTART_INTENSITY,
     engine_type: "type[Engine] | None" = None,
     on_exhausted: str = "fail",
+    payload_offload_bytes: int | None = _blob_refs.DEFAULT_OFFLOAD_BYTES,
 ) -> "Engine":
     """:meth:`Engine.open` (its options and errors), plus what the test kit passes: ``step_hook``
     (its step mocks, :data:`fusee.host.StepHook`, in place before the first recovered run starts).
     ``engine_type``: the :class:`Engine` subclass to make (default: :class:`Engine`)."""
     if engine_type is None:
         engine_type = Engine
+    payload_offload_bytes = _blob_refs.check_threshold(payload_offload_bytes)
     if on_exhausted not in ("fail", "pause"):
         raise ValueError(f'on_exhausted is "fail" or "pause", not {on_exhausted!r}')
     if max_live_runs is not None and (type(max_live_runs) is not int or max_live_runs < 1):
@@ -940,6 +968,7 @@ def open_engine(
             lock=lock,
             layout=layout,
             on_void=lambda shard, lo, hi, err: _e.send(servers[shard], (_VOID, lo, hi, err)),
+            offload=payload_offload_bytes,
         )
     except BaseException:
         if lock is not None:

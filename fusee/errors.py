@@ -45,6 +45,8 @@ class                  code                     means
 :class:`InvalidToken`  ``"invalid_token"``      not a completion token of this engine's journal
 :class:`AlreadySettled` ``"already_settled"``   the async step of this token was settled already
 :class:`NotPaused`     ``"not_paused"``         ``resume`` of a run that is not paused
+:class:`StreamClosed`  ``"stream_closed"``      a chunk written to a stream closed before: nothing
+                                                recorded
 =====================  =======================  ===========================================
 
 A *failure* (``StepFailed.failure``, ``Failed.failure``) is a JSON value
@@ -85,6 +87,7 @@ __all__ = [
     "InvalidToken",
     "AlreadySettled",
     "NotPaused",
+    "StreamClosed",
     "storage_error",
     "CODES",
     "failure_of",
@@ -492,6 +495,20 @@ class NotPaused(Error):
         return f"run {self.id!r} is not paused ({self.status}): nothing to resume"
 
 
+class StreamClosed(Error):
+    """A chunk written to stream ``stream`` of run ``id`` after its ``close()``: nothing recorded."""
+
+    code = "stream_closed"
+
+    def __init__(self, id: str, stream: str) -> None:
+        super().__init__(id, stream)
+        self.id = id
+        self.stream = stream
+
+    def _message(self) -> str:
+        return f"stream {self.stream!r} of run {self.id!r} is closed: the chunk is refused, nothing recorded"
+
+
 _FULL = (_errno.ENOSPC, getattr(_errno, "EDQUOT", -1))  # the errnos of a full disk (or quota)
 
 
@@ -531,6 +548,7 @@ CODES: Final[dict[str, type[Error]]] = {
         InvalidToken,
         AlreadySettled,
         NotPaused,
+        StreamClosed,
     )
 }
 """Each code to its class (the base's ``"error"`` is not listed)."""

@@ -398,6 +398,10 @@ def _flush(s: ShardState, first: int, batch: list[bytes]) -> None:
     """Write ``batch`` as one run of frames at the segment's end (rolling over if it does not fit, or
     first if a failed flush left the segment void) and ``fdatasync`` it; count the flush.  A failure
     of the disk is :class:`_Failed`."""
+    noted: list[tuple[int, bytes]] | None = None
+    store = s.blobs
+    if store is not None and store.threshold is not None:
+        batch, noted = _offload(s, store, first, batch)
     data = _seg.encode_batch(first, batch)
     size = len(data)
     disk = s.disk
@@ -419,9 +423,40 @@ def _flush(s: ShardState, first: int, batch: list[bytes]) -> None:
         s.in_flight -= 1
     dt = perf_counter() - t0
     s.seg_pos += size
+    if noted:
+        for lsn, body in noted:
+            store.note_logged(lsn, body)
     if s.seg_pos > s.seg_size // 2 and s.spare_fd < 0 and not s.spare_pending:
         _files.start_spare(s)
     count_flush(s, len(batch), dt)
+
+
+def _offload(s: ShardState, store: Any, first: int, batch: list[bytes]) -> tuple[list[bytes], list[tuple[int, bytes]]]:
+    """``batch`` with each payload over the shard's offload threshold moved to a blob (:mod:`fusee.blobs`),
+    the blobs durable before this returns (so before any frame refers to them), and the ``(lsn, body)`` of
+    the bodies that refer to blobs.  A failure of the disk is :class:`_Failed`: the flush writes nothing."""
+    limit = store.threshold
+    out: list[bytes] | None = None
+    noted: list[tuple[int, bytes]] = []
+    blobs: list[tuple[str, bytes]] = []
+    for i, body in enumerate(batch):
+        if len(body) <= limit:
+            continue
+        new, found = store.split(body)
+        if not found:
+            continue
+        if out is None:
+            out = list(batch)
+        out[i] = new
+        noted.append((first + i, new))
+        blobs.extend(found)
+    if out is None:
+        return batch, noted
+    try:
+        store.put(blobs)
+    except OSError as exc:
+        raise _Failed(storage_error(exc, "writing a blob in", store.dir)) from exc
+    return out, noted
 
 
 class _Failed(Exception):

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from . import blob_refs as _blob_refs
+from . import blobs as _blobs
 from . import directory as _dir
 from . import records as r
 from . import segment as _seg
@@ -132,10 +134,11 @@ def shard_records(path: str, shard: int) -> list[tuple[int, Any]]:
         cp = _store.load(d, shard) if os.path.isdir(d) else None
         after = cp.lsn if cp is not None else 0
         feed = (cp.records if cp is not None else []) + [(lsn, b) for lsn, b in logged if lsn > after]
+        load = _blobs.reader(path, shard)  # the checkpoint's were put back by its load
         out = []
         for lsn, body in feed:
             try:
-                out.append((lsn, r.decode_record(body)))
+                out.append((lsn, r.decode_record(_blob_refs.join(body, load))))
             except ValueError as exc:
                 raise Corrupt(d, 0, f"record {lsn}: {exc}") from None
         return out
@@ -224,7 +227,7 @@ def files_size(path: str) -> int:
     total = 0
     for root, _, names in os.walk(path):
         for n in names:
-            if n.endswith((".seg", ".ckpt")):
+            if n.endswith((".seg", ".ckpt")) or _blob_refs.is_blob_name(n):
                 try:
                     total += os.path.getsize(os.path.join(root, n))
                 except OSError:
@@ -324,7 +327,16 @@ def _verify_shard(path: str, shard: int, progress: Callable[[int], None]) -> lis
     if head is not None and head.exists and head.number not in numbers:
         out.append(Problem(os.path.join(d, f"{head.number}.seg"), 0, f"segment {head.number} is missing: HEAD says it holds the log from lsn {head.base_lsn}"))
     histories: dict[int, History] = {}
+    load = _blobs.reader(path, shard)
     for lsn, body in records:
+        try:
+            body = _blob_refs.join(body, load)
+        except Corrupt as exc:  # a blob a record refers to, missing or damaged
+            out.append(Problem(str(exc.path), exc.offset, f"record {lsn}: {exc.why}"))
+            continue
+        except ValueError as exc:
+            out.append(Problem(d, 0, f"record {lsn}: {exc}"))
+            continue
         try:
             rec = r.decode_record(body)
             histories.setdefault(rec.run, History()).add(rec, lsn)

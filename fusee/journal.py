@@ -40,12 +40,13 @@ from typing import Any, Callable
 import ensemble as e
 from ensemble import dispatcher as _dispatcher
 
+from . import blobs as _blobs
 from . import directory as _dir
 from . import group_commit as _commit
 from . import segment as _seg
 from . import segment_files as _files
 from .disk import DISK, Disk
-from .errors import StorageError, storage_error
+from .errors import Corrupt, StorageError, storage_error
 from .journal_metrics import summary as _summary
 from .journal_shard import ShardState
 
@@ -53,6 +54,38 @@ __all__ = ["Journal", "DEFAULT_SEGMENT_SIZE"]
 
 DEFAULT_SEGMENT_SIZE = 16 << 20  # zero-filled at every open: 64 MiB x 4 shards took ~2.3 s here
 _journal_ids = itertools.count(1)
+
+
+def _joined(s: ShardState, pairs: list[tuple[int, bytes]], note: bool = True) -> list[tuple[int, bytes]]:
+    """``pairs`` (``(lsn, body)`` read from shard ``s``'s segments) with each offloaded payload put back
+    (:mod:`fusee.blob_refs`), noting (with ``note``) which blobs the log refers to.  :class:`Corrupt`
+    naming the blob's file for one missing or damaged, or the frame for a malformed reference."""
+    store = s.blobs
+    out = pairs
+    for i, (lsn, body) in enumerate(pairs):
+        if b'"$blobs":' not in body:  # the quick test; fusee.blob_refs looks closer
+            continue
+        try:
+            full = store.join(body)
+        except ValueError as exc:
+            where = _where(s, lsn)
+            raise Corrupt(where[0], where[1], f"record {lsn}: {exc}") from None
+        if full is body:
+            continue
+        if note:
+            store.note_logged(lsn, body)
+        if out is pairs:
+            out = list(pairs)
+        out[i] = (lsn, full)
+    return out
+
+
+def _where(s: ShardState, lsn: int) -> tuple[str, int]:
+    """The file and offset of recovered frame ``lsn`` of ``s`` (the shard's directory if unknown)."""
+    for base, p, offsets in s.places:
+        if base <= lsn < base + len(offsets):
+            return p, offsets[lsn - base]
+    return s.dir or "", 0
 
 
 class Journal:
@@ -66,6 +99,7 @@ class Journal:
         zero_fill: bool,
         disk: Disk = DISK,
         on_void: Callable[[int, int, int, StorageError], Any] | None = None,
+        offload: int | None = None,
     ) -> None:
         if type(shards) is not int or shards < 1:
             raise ValueError(f"shards must be a positive int, not {shards!r}")
@@ -76,6 +110,7 @@ class Journal:
         self.zero_fill = zero_fill
         self.disk = disk
         self.on_void = on_void
+        self.offload = offload
         self.closed = False
         self._shards = [ShardState(i, disk, zero_fill, segment_size, on_void) for i in range(shards)]
         self._seq = itertools.count()
@@ -97,6 +132,7 @@ class Journal:
         lock: "_dir.DirLock | None" = None,
         layout: "tuple[_dir.Manifest, bool] | None" = None,
         on_void: Callable[[int, int, int, StorageError], Any] | None = None,
+        offload: int | None = None,
     ) -> "Journal":
         """Open (recovering) the journal at ``path``; ``None`` keeps it in memory.
 
@@ -116,8 +152,14 @@ class Journal:
         ``on_void(shard, lo, hi, error)``, if given, is called (on the shard's
         carrier, must not block) when a failed write voids LSNs ``lo..hi``; the
         shard then refuses appends (raising ``error``) until :meth:`resume`.
+
+        ``offload`` (bytes; None: never) moves each payload of a record whose encoding is over it to the
+        shard's blob area (:mod:`fusee.blobs`, :mod:`fusee.blob_refs`) before the record is written; on
+        a directory only.  Blobs already there are read whatever ``offload`` is: the bodies recovered
+        (and read back) have their payloads put back, and a blob missing or damaged is ``Corrupt``
+        naming its file.
         """
-        if path is None:
+        if path is None:  # no disk, no blobs: offload does nothing in memory
             return cls(None, 4 if shards is None else shards, segment_size or DEFAULT_SEGMENT_SIZE, zero_fill, disk, on_void)
         own = lock is None
         if own:
@@ -126,7 +168,7 @@ class Journal:
             if layout is None:
                 layout = _dir.open_layout(path, shards, segment_size, 4, DEFAULT_SEGMENT_SIZE)
             manifest, new = layout
-            j = cls(path, manifest.shards, manifest.segment_size, zero_fill, disk, on_void)
+            j = cls(path, manifest.shards, manifest.segment_size, zero_fill, disk, on_void, offload)
             j._lock = lock
             if new:  # a new directory (or one of format 2): its layout is recorded before anything else
                 _dir.write_manifest(path, manifest, disk)
@@ -135,6 +177,8 @@ class Journal:
                 s.dir = os.path.join(path, f"shard-{s.index}")
                 disk.mkdir(s.dir)
                 _files.recover(s, after[s.index] if after else 0)
+                s.blobs = _blobs.BlobStore(path, s.index, disk, offload)
+                s.recovered = _joined(s, s.recovered)
             for s in j._shards:
                 _files.start(s)
             disk.fsync_dir(path)
@@ -192,7 +236,7 @@ class Journal:
                 self.wait_durable(shard, upto)
             except StorageError:
                 pass  # voided: the disk has what survived
-        return _files.read_back(s, after, min(upto, s.durable_lsn))
+        return _joined(s, _files.read_back(s, after, min(upto, s.durable_lsn)), note=False)
 
     def refusing(self, shard: int) -> bool:
         """Whether ``shard`` refuses appends since a failed write voided some (until :meth:`resume`)."""
@@ -249,7 +293,16 @@ class Journal:
         log left is contiguous; a kept segment's records up to ``lsn`` are
         skipped at the next open (``Journal.open(after=...)``).
         """
-        return _files.delete_before(self._shard(shard), lsn, self.closed)
+        s = self._shard(shard)
+        n = _files.delete_before(s, lsn, self.closed)
+        if s.blobs is not None:
+            s.blobs.collect(lsn)
+        return n
+
+    def blob_store(self, shard: int) -> "_blobs.BlobStore | None":
+        """Shard ``shard``'s blob area (None in memory): where a checkpoint's offloaded payloads go
+        (:func:`fusee.store.write`), and what :meth:`delete_before` collects after one."""
+        return self._shard(shard).blobs
 
     def durable_lsn(self, shard: int) -> int:
         """The highest LSN of ``shard`` known to be on disk (0 before any)."""

@@ -82,6 +82,7 @@ class ShardState:
         "last_error",
         "head",
         "empties",
+        "blobs",
     )
 
     def __init__(
@@ -151,3 +152,5 @@ class ShardState:
         self.last_error: StorageError | None = None
         self.head: _dir.Head | None = None  # what HEAD says now
         self.empties: list[str] = []  # recovered segments without a frame: deleted once HEAD moves past them
+        # The shard's blob area (payload offload, fusee.blobs.BlobStore); None in memory.
+        self.blobs: Any = None

@@ -58,6 +58,8 @@ __all__ = [
     "Settled",
     "Paused",
     "Resumed",
+    "Chunk",
+    "StreamClose",
     "Record",
     "KINDS",
     "PAYLOADS",
@@ -321,16 +323,44 @@ class Resumed:
     seq: int
 
 
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Chunk number ``index`` (0, 1, 2, ... per stream) of the run's stream ``stream``, holding ``payload``.
+
+    ``step`` ``None``: written by workflow code, operation ``seq`` (``ctx.stream(name).write``), which this
+    record completes.  ``step`` a name: written by the body of step ``seq`` of that name while it ran (the
+    step's progress, like an ``Attempt``; a re-run body's writes at positions this step recorded already
+    are not recorded again)."""
+
+    run: int
+    seq: int
+    stream: str
+    index: int
+    step: str | None
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class StreamClose:
+    """The run's stream ``stream`` was closed: readers end after its chunks.  ``step`` as in :class:`Chunk`
+    (``None``: operation ``seq`` of workflow code, which this completes)."""
+
+    run: int
+    seq: int
+    stream: str
+    step: str | None
+
+
 Record = Union[
     Start, Step, Attempt, Timer, Fired, Signal, Wait, Waited, Value, Cancel, Done, Child, ChildDone, Send,
-    Update, UpdateDone, Awaiting, AsyncStarted, Settled, Paused, Resumed,
+    Update, UpdateDone, Awaiting, AsyncStarted, Settled, Paused, Resumed, Chunk, StreamClose,
 ]
 
 KINDS: Final[dict[str, type]] = {
     cls.__name__.lower(): cls
     for cls in (
         Start, Step, Attempt, Timer, Fired, Signal, Wait, Waited, Value, Cancel, Done, Child, ChildDone, Send,
-        Update, UpdateDone, Awaiting, AsyncStarted, Settled, Paused, Resumed,
+        Update, UpdateDone, Awaiting, AsyncStarted, Settled, Paused, Resumed, Chunk, StreamClose,
     )
 }
 """Each record kind (the ``"t"`` of its encoding) to its class."""
@@ -520,6 +550,20 @@ _SCHEMA: Final[dict[type, tuple[tuple[str, Any, str], ...]]] = {
     Resumed: (
         ("run", _count, "an int >= 0"),
         ("seq", _count, "an int >= 0"),
+    ),
+    Chunk: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+        ("stream", _text, "a str"),
+        ("index", _count, "an int >= 0"),
+        ("step", _opt_text, "a str or None"),
+        ("payload", _PAYLOAD, ""),
+    ),
+    StreamClose: (
+        ("run", _count, "an int >= 0"),
+        ("seq", _count, "an int >= 0"),
+        ("stream", _text, "a str"),
+        ("step", _opt_text, "a str or None"),
     ),
 }
 

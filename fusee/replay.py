@@ -20,7 +20,19 @@ kind       name                                 begun / in progress             
 ``send``   the target's workflow ID             -                             ``Send``
 ``async``  the async step's name                ``Awaiting`` (token secret),    ``Settled``
                                                 ``AsyncStarted`` (start_fn ran)
+``chunk``  the stream's name                    -                               ``Chunk`` (``step`` None)
+``close``  the stream's name                    -                               ``StreamClose`` (``step`` None)
 =========  ===================================  ==============================  =========
+
+**Streams.**  A run's streams are indexed by name (:meth:`History.stream`): its chunks in journal
+order (a ``Chunk``'s ``index`` is the stream's length when it is added, so a chunk's place never
+changes), and whether (and by which record) it was closed; nothing follows a close.  A chunk written by
+workflow code is operation ``chunk`` (a completion, replayed to its index: never recorded twice); a
+chunk written by a step body is that step's progress (``step`` names it: no delivery, like an
+``Attempt``), and :meth:`History.step_chunks` counts them per stream, so a body run again (after a
+crash or a failed attempt) skips the writes at the positions its earlier runs recorded
+(:func:`step_write`: the recorded prefix is kept).  ``StreamClose`` likewise, as operation ``close``
+or a step's progress.
 
 A step's progress also holds ``Paused`` (a failed attempt that used up the retry budget: the run is
 paused) and ``Resumed`` (retry with a fresh budget) records, in order with its ``Attempt`` records.
@@ -110,6 +122,8 @@ __all__ = [
     "CHILD",
     "SEND",
     "ASYNC",
+    "CHUNK",
+    "CLOSE",
     "KINDS",
     "child_failure",
     "send_dedup",
@@ -122,6 +136,8 @@ __all__ = [
     "Pending",
     "History",
     "step_progress",
+    "StreamLog",
+    "step_write",
     "Machine",
     "COMPLETION",
     "CANCEL",
@@ -134,7 +150,9 @@ VALUE: Final = "value"
 CHILD: Final = "child"
 SEND: Final = "send"
 ASYNC: Final = "async"
-KINDS: Final = frozenset((STEP, SLEEP, WAIT, VALUE, CHILD, SEND, ASYNC))
+CHUNK: Final = "chunk"
+CLOSE: Final = "close"
+KINDS: Final = frozenset((STEP, SLEEP, WAIT, VALUE, CHILD, SEND, ASYNC, CHUNK, CLOSE))
 
 # what an operation takes next (Machine.next_for), by journal order
 COMPLETION: Final = "completion"
@@ -259,7 +277,51 @@ def _identity(rec: Any) -> tuple[str, Any] | None:
         return (ASYNC, rec.name)
     if t is r.Paused:
         return (STEP, rec.name)
+    if t is r.Chunk:
+        return (CHUNK, rec.stream) if rec.step is None else (STEP, rec.step)
+    if t is r.StreamClose:
+        return (CLOSE, rec.stream) if rec.step is None else (STEP, rec.step)
     return None
+
+
+class StreamLog:
+    """One stream of a run as its records say: ``chunks`` (payloads) and ``lsns`` in order (a chunk's
+    offset is its index), ``closed`` (the ``StreamClose``'s LSN, or ``None``), ``by_step`` (a step's ``seq`` -> the
+    indexes of the chunks that step's bodies recorded, in order) and ``closed_by`` (the ``seq`` of the step
+    whose body closed it; ``None``: workflow code did, or it is open)."""
+
+    __slots__ = ("chunks", "lsns", "closed", "by_step", "closed_by")
+
+    def __init__(self) -> None:
+        self.chunks: list[Any] = []
+        self.lsns: list[int] = []
+        self.closed: int | None = None
+        self.by_step: dict[int, list[int]] = {}
+        self.closed_by: int | None = None  # the seq of the step whose body closed it (None: code, or open)
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def since(self, offset: int, limit: int | None = None) -> list[tuple[int, Any]]:
+        """The ``(lsn, payload)`` of the chunks from ``offset`` on (at most ``limit``), in order."""
+        end = len(self.chunks) if limit is None else min(len(self.chunks), offset + limit)
+        return list(zip(self.lsns[offset:end], self.chunks[offset:end]))
+
+
+def step_write(log: "StreamLog | None", seq: int, written: int, close: bool = False) -> str:
+    """What a step body's write (``close``: its close) does, pure: the body of step ``seq`` made
+    ``written`` writes to this stream before it in this run of the body.  ``"skip"``: its earlier runs
+    recorded this position already (a chunk: the ``written``-th of the step's; a close: the step closed
+    it); ``"closed"``: the stream is closed (a write is refused; a close is a no-op); else ``"record"``."""
+    if log is None:
+        return "record"
+    if close:
+        return "skip" if log.closed is not None else "record"
+    if written < len(log.by_step.get(seq, ())):
+        return "skip"
+    if log.closed is not None:
+        return "closed"
+    return "record"
 
 
 def step_progress(attempts: tuple) -> tuple[int, float | None, int, bool, bool]:
@@ -345,7 +407,7 @@ def token_matches(awaiting: Any, secret: Any) -> bool:
 
 _OP_RECORDS: Final = (
     "Step", "Attempt", "Timer", "Fired", "Wait", "Waited", "Value", "Child", "ChildDone", "Send",
-    "Awaiting", "AsyncStarted", "Settled", "Paused", "Resumed",
+    "Awaiting", "AsyncStarted", "Settled", "Paused", "Resumed", "Chunk", "StreamClose",
 )
 _RUN_RECORDS: Final = ("Start", "Signal", "Cancel", "Done", "Update", "UpdateDone")
 _KIND_NAMES: Final = {getattr(r, kind): kind for kind in _OP_RECORDS + _RUN_RECORDS}
@@ -374,6 +436,8 @@ class History:
         "_update_index",
         "_update_done",
         "_paused",
+        "_streams",
+        "_adding",
     )
 
     def __init__(self) -> None:
@@ -397,6 +461,8 @@ class History:
         self._update_index: dict[str, int] = {}  # update ID -> its place in _updates
         self._update_done: dict[str, tuple[Any, int]] = {}  # update ID -> (its UpdateDone, its index in _records)
         self._paused: dict[int, int] = {}  # seq of a step whose last failed attempt paused the run -> that attempt
+        self._streams: dict[str, StreamLog] = {}  # the run's streams by name (Chunk, StreamClose)
+        self._adding = 0  # the LSN of the record being added (its apply reads it)
 
     @classmethod
     def from_records(cls, records_with_lsn: Iterable[tuple[int, Any]]) -> "History":
@@ -448,6 +514,7 @@ class History:
                 self._records.append(rec)
                 return
         apply = self._check_op(rec, kind) if kind in _OP_KINDS else self._check_run(rec, kind)
+        self._adding = lsn
         apply()
         self._lsns.append(lsn)
         self._records.append(rec)
@@ -548,7 +615,10 @@ class History:
             raise ValueError(f"a {kind} for operation {seq}, recorded as {op.kind} {op.name!r}, names {ident!r}")
         if op is not None and op.done is not None:
             raise ValueError(f"a {kind} for operation {seq}, already completed by a {type(op.done).__name__}")
-        if kind in ("Timer", "Wait", "Value", "Child", "Send", "Awaiting") and op is not None:
+        stream_apply = None
+        if kind == "Chunk" or kind == "StreamClose":
+            stream_apply = self._check_stream(rec, kind, op)
+        elif kind in ("Timer", "Wait", "Value", "Child", "Send", "Awaiting") and op is not None:
             raise ValueError(f"a {kind} for operation {seq}, already begun")
         if kind in ("AsyncStarted", "Settled") and (op is None or op.kind != ASYNC or op.armed is None):
             raise ValueError(f"a {kind} for operation {seq} without its Awaiting")
@@ -594,6 +664,12 @@ class History:
             op = Op(seq, *ident)  # type: ignore[misc]  (Fired/Waited have op set: checked above)
 
         def apply() -> None:
+            if stream_apply is not None:
+                stream_apply()
+                if rec.step is not None:  # a step body's: the step's progress, no delivery
+                    if seq not in self._ops:
+                        self._ops[seq] = op
+                    return
             # Op is frozen: build the next one positionally (dataclasses.replace is slow).
             if kind == "Attempt" or kind == "Paused" or kind == "Resumed" or kind == "AsyncStarted":
                 new = Op(op.seq, op.kind, op.name, op.attempts + (rec,), op.armed, op.done, op.turn)
@@ -605,12 +681,47 @@ class History:
                 new = Op(op.seq, op.kind, op.name, op.attempts, rec, op.done, op.turn)
                 if kind == "Child":
                     self._children = True
-            else:  # a completion: Step, Fired, Waited, Value, ChildDone, Send, Settled
+            else:  # a completion: Step, Fired, Waited, Value, ChildDone, Send, Settled, Chunk, StreamClose
                 if queue is not None:
                     self._consumed.append((seq, queue.popleft()))
                 new = Op(op.seq, op.kind, op.name, op.attempts, op.armed, rec, self._turns)
                 self._turns += 1
             self._ops[seq] = new
+
+        return apply
+
+    def _check_stream(self, rec: Any, kind: str, op: Op | None):
+        """Check a ``Chunk`` or ``StreamClose`` (``op``: what its ``seq`` knows, its identity checked already);
+        return what adds it to its stream."""
+        name = rec.stream
+        if type(name) is not str:
+            raise ValueError(f"a {kind}'s stream is a str, got {name!r}")
+        if rec.step is None:
+            if op is not None:
+                raise ValueError(f"a {kind} for operation {rec.seq}, already begun")
+        elif type(rec.step) is not str:
+            raise ValueError(f"a {kind}'s step is a str or None, got {rec.step!r}")
+        log = self._streams.get(name)
+        if log is not None and log.closed is not None:
+            raise ValueError(f"a {kind} for stream {name!r}, closed before")
+        size = 0 if log is None else len(log)
+        if kind == "Chunk" and (type(rec.index) is not int or rec.index != size):
+            raise ValueError(f"a Chunk's index is the stream's length ({size}), got {rec.index!r}")
+
+        def apply() -> None:
+            lg = self._streams.get(name)
+            if lg is None:
+                lg = self._streams[name] = StreamLog()
+            at = self._adding
+            if kind == "Chunk":
+                lg.chunks.append(rec.payload)
+                lg.lsns.append(at)
+                if rec.step is not None:
+                    lg.by_step.setdefault(rec.seq, []).append(rec.index)
+            else:
+                lg.closed = at
+                if rec.step is not None:
+                    lg.closed_by = rec.seq
 
         return apply
 
@@ -784,6 +895,22 @@ class History:
         if not self._paused or self._cancel is not None:
             return None
         return min(self._paused)
+
+    # streams
+
+    def stream(self, name: Any) -> StreamLog | None:
+        """The run's stream ``name`` (its chunks, LSNs, close), or ``None`` if nothing of it is recorded."""
+        return self._streams.get(name) if type(name) is str else None
+
+    @property
+    def streams(self) -> tuple[str, ...]:
+        """The names of the run's streams, in the order their first record came."""
+        return tuple(self._streams)
+
+    def step_chunks(self, seq: int, name: str) -> int:
+        """How many chunks of stream ``name`` the bodies of step ``seq`` recorded."""
+        log = self._streams.get(name)
+        return 0 if log is None else len(log.by_step.get(seq, ()))
 
     # async steps
 
@@ -1033,6 +1160,10 @@ def _replay_of(op: Op) -> Replay:
         return Replay(op.seq, op.kind, op.name, d.status, None, err, op.turn)  # type: ignore[arg-type]
     if t is r.Send:
         return Replay(op.seq, op.kind, op.name, "sent", None, None, op.turn)  # type: ignore[arg-type]
+    if t is r.Chunk:
+        return Replay(op.seq, op.kind, op.name, "written", d.index, None, op.turn)  # type: ignore[arg-type]
+    if t is r.StreamClose:
+        return Replay(op.seq, op.kind, op.name, "closed", None, None, op.turn)  # type: ignore[arg-type]
     if t is r.Settled:
         if d.status == "ok":
             return Replay(op.seq, op.kind, op.name, "ok", d.payload, None, op.turn)  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .host import Host
 
 _DONE = "fusee_done"
+_STREAM = "fusee_stream"  # (tag, alias): a stream the caller of alias reads has something new (fusee.stream)
 _UPDATE = "fusee_update"  # (tag, alias, kind "ok"/"error"/"rejected", payload, lsn): an update's answer, to its caller
 RUNNING = "running"
 PAUSED = "paused"  # shown by describe and list for a running run whose step used up its retry budget
@@ -76,6 +77,10 @@ class _RunState:
         "update_waiters",
         "in_update",
         "validating",
+        "stepping",
+        "step_name",
+        "step_writes",
+        "stream_readers",
     )
 
     def __init__(self, host: "Host", shard: int, start: r.Start, machine: Machine, wf: Workflow | None) -> None:
@@ -122,6 +127,12 @@ class _RunState:
         self.update_waiters: dict[str, list[Any]] = {}
         self.in_update = False
         self.validating = False
+        # streams (fusee.stream): the seq and name of the step whose body runs now (None: none), the writes
+        # that body made per stream; the aliases of readers waiting for something new, by stream name
+        self.stepping: int | None = None
+        self.step_name: str | None = None
+        self.step_writes: dict[str, int] = {}
+        self.stream_readers: dict[str, list[Any]] = {}
 
     def past_deadline(self) -> bool:
         """Whether the run has a deadline and the engine's clock has reached it."""
@@ -217,6 +228,25 @@ class _RunState:
                     pass
                 _e.send(a, (_DONE, a))
 
+    # -- streams (readers are registered by the shard server, told by the run's process; both on the carrier)
+
+    def wait_stream(self, name: str, a: Any) -> None:
+        """Tell alias ``a`` ``(_STREAM, a)`` once stream ``name`` has a new record (or ``(_DONE, a)`` when the
+        run ends or its shard server restarts: it asks again)."""
+        self.stream_readers.setdefault(name, []).append(a)
+        self.waiters.append(a)
+
+    def stream_changed(self, name: str) -> None:
+        """A record of stream ``name`` was appended: tell its waiting readers (they read it once durable)."""
+        readers = self.stream_readers.pop(name, None)
+        if readers:
+            for a in readers:
+                _e.send(a, (_STREAM, a))
+                try:
+                    self.waiters.remove(a)
+                except ValueError:
+                    pass
+
     def _ended(self, status: str, outcome: tuple[str, Any], lsn: int) -> None:
         self.status = status
         self.outcome = outcome
@@ -226,6 +256,7 @@ class _RunState:
         # the recorded outcome, or NotRunning
         self.update_requests = []
         self.update_waiters = {}
+        self.stream_readers = {}  # they are among the waiters: told (_DONE, a) below
         waiters, self.waiters = self.waiters, []
         for a in waiters:
             _e.send(a, (_DONE, a))

@@ -76,6 +76,7 @@ CALLS: dict[str, str] = {
     "update": "_update",  # (id, name, value, update id, alias, start or None) -> ("done", status, payload, LSN, run state) | ("queued", LSN of a Start or 0, run state)
     "settle": "_settle",  # (id, run, seq, secret, status, payload, token) -> LSN of the Settled
     "resume_paused": "_resume_paused",  # (id) -> LSN of the Resumed (NotPaused)
+    "stream_read": "_stream_read",  # (id, run or None, name, offset, alias or None) -> (run, [(LSN, chunk)], end LSN or None)
     # the engine's life
     "resume": "_resume",  # () after every shard's server is up: start the recovered runs
     "stop_runs": "_stop_runs",  # () before shutdown
@@ -483,7 +484,8 @@ class _ShardServer(_gs.GenServer):
 
     def _checkpoint(self) -> _store.Checkpoint:
         """This shard's checkpoint at the journal's last LSN (runs stopped): every unfinished run's
-        records, and each retained finished run's ``Start`` and ``Done``."""
+        records, and each retained finished run's ``Start``, ``Done`` and stream records (``Chunk``,
+        ``StreamClose``: its streams stay readable)."""
         e = self.host
         now = e.clock.now()
         out: list[tuple[int, Any]] = []
@@ -494,6 +496,8 @@ class _ShardServer(_gs.GenServer):
                 out.extend(recs)
             elif not _parking.expired(st.finished, now, e.parking.retention):
                 out.append(recs[0])
+                if h.streams:  # its streams, for readers after the reopen
+                    out.extend((lsn, rec) for lsn, rec in recs if type(rec) is r.Chunk or type(rec) is r.StreamClose)
                 closes = {(c.run, c.seq) for c in _children_to_close(st)}
                 if closes:  # the Child records its end closes, for the open to close them again
                     out.extend((lsn, rec) for lsn, rec in recs if type(rec) is r.Child and (rec.run, rec.seq) in closes)
@@ -696,6 +700,32 @@ class _ShardServer(_gs.GenServer):
         if seq is None:
             raise NotPaused(id, _status(st))
         return self._deliver(st, r.Resumed(st.run, seq))
+
+    def _stream_read(self, id: str, run: int | None, name: str, offset: int, a: Any) -> tuple[int, list[tuple[int, Any]], int | None]:
+        """Stream ``name`` of run ``run`` of ``id`` (``None``: its latest run) from ``offset`` (fusee.stream): its
+        run number, the chunks recorded from there (LSN and payload, at most ``READ_BATCH``; the reader
+        yields them once durable) and, when there are none, the LSN of what ended it (its ``StreamClose``
+        or the run's ``Done``) or ``None``: then alias ``a`` (if given) is told when something comes."""
+        from .stream import READ_BATCH
+
+        if run is None:
+            st = self._find(id)
+        else:
+            st = self.runs.get(id)
+            if st is None or st.run != run:
+                st = next((x for x in self.all if x.id == id and x.run == run), None)
+            if st is None:
+                raise NotFound(id)
+        log = st.machine.history.stream(name)
+        if log is not None and offset < len(log):
+            return (st.run, log.since(offset, READ_BATCH), None)
+        if log is not None and log.closed is not None:
+            return (st.run, [], log.closed)
+        if st.status != RUNNING:
+            return (st.run, [], st.done_lsn or st.machine.gate())
+        if a is not None:
+            st.wait_stream(name, a)
+        return (st.run, [], None)
 
     def _cancel(self, id: str, reason: Any) -> int | None:
         st = self._find(id)

@@ -16,14 +16,23 @@ The frames hold every unfinished run's records and, for each finished run
 still retained, its ``Start`` and ``Done``.  :func:`read` checks everything;
 :func:`load` takes the valid copy with the highest LSN and raises
 :class:`fusee.errors.Corrupt` only when copies exist and none is valid.
+
+Payload offload: :func:`write` given the shard's :class:`fusee.blobs.BlobStore`
+writes a body with a payload over its threshold as the journal does (the
+payload in a blob, durable before the checkpoint; :mod:`fusee.blob_refs`), and
+:func:`load` puts offloaded payloads back (``Corrupt`` naming a blob's file
+that is missing or damaged), so a :class:`Checkpoint` in memory always holds
+whole bodies.
 """
 
 from __future__ import annotations
 
 import os
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from . import blob_refs as _refs
+from . import blobs as _blobs
 from . import segment as _seg
 from .crc32c import crc32c
 from .disk import DISK, Disk
@@ -98,13 +107,51 @@ def decode(data: bytes) -> Checkpoint:
 
 
 
-def write(directory: str, cp: Checkpoint, disk: Disk = DISK) -> None:
+def write(directory: str, cp: Checkpoint, disk: Disk = DISK, blobs: "_blobs.BlobStore | None" = None) -> None:
     """Write both copies of ``cp`` into ``directory``, each atomically (temp file, fsync, rename, fsync dir).
 
-    An ``OSError`` leaves no ``.tmp`` file; each copy is then the old one or the new one, whole."""
+    With ``blobs`` (the shard's blob area), each payload over its threshold is offloaded first, its blob
+    durable before either copy is written, and ``blobs.checkpointed`` notes the blobs the checkpoint
+    refers to (what :meth:`fusee.blobs.BlobStore.collect` keeps).  An ``OSError`` leaves no ``.tmp``
+    file; each copy is then the old one or the new one, whole."""
+    if blobs is not None:
+        records: list[tuple[int, bytes]] = []
+        found: list[tuple[str, bytes]] = []
+        names: set[str] = set()
+        for lsn, body in cp.records:
+            new, got = blobs.split(body)
+            records.append((lsn, new))
+            found += got
+            if new is not body:
+                names.update(_refs.refs(new))
+        blobs.put(found)
+        cp = cp._replace(records=records)
+        blobs.checkpointed = None  # until the copies are written
     data = encode(cp)
     for name in NAMES:
         disk.write_atomically(os.path.join(directory, name), data)
+    if blobs is not None:
+        blobs.checkpointed = (cp.lsn, names)
+
+
+def resolved(cp: Checkpoint, load: Any, directory: str) -> Checkpoint:
+    """``cp`` with each offloaded payload put back (``load(name, size)``: a blob's checked content);
+    :class:`fusee.errors.Corrupt` naming the blob's file (or the checkpoint, for a malformed reference)."""
+    from .errors import Corrupt
+
+    out = cp.records
+    for i, (lsn, body) in enumerate(cp.records):
+        if b'"$blobs":' not in body:
+            continue
+        try:
+            full = _refs.join(body, load)
+        except ValueError as exc:
+            raise Corrupt(os.path.join(directory, NAMES[0]), 0, f"checkpoint record {lsn}: {exc}") from None
+        if full is not body:
+            if out is cp.records:
+                out = list(cp.records)
+            out[i] = (lsn, full)
+    return cp if out is cp.records else cp._replace(records=out)
 
 
 def load(directory: str, shard: int) -> Checkpoint | None:
@@ -133,7 +180,8 @@ def load(directory: str, shard: int) -> Checkpoint | None:
             continue
         found.append(cp)
     if found:
-        return max(found, key=lambda c: c.lsn)
+        best = max(found, key=lambda c: c.lsn)
+        return resolved(best, _blobs.reader(os.path.dirname(os.path.abspath(directory)), shard), directory)
     if bad:
         raise Corrupt(bad[0][0], 0, "every checkpoint copy is damaged: " + "; ".join(w for _, w in bad))
     return None

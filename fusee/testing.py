@@ -441,6 +441,31 @@ def _durable_step_keys(engine: Engine) -> set[str]:
     return keys
 
 
+def _durable_chunks(engine: Engine) -> dict[tuple[str, int, str], list[Any]]:
+    """Every stream's chunks the journal recovered (durable at the crash), by (workflow ID, run, stream)."""
+    j = engine.host.journal
+    out: dict[tuple[str, int, str], list[Any]] = {}
+    for shard in range(engine.shards):
+        ids: dict[int, str] = {}
+        for _lsn, body in j.recovered(shard):
+            rec = _r.decode_record(body)
+            if type(rec) is _r.Start:
+                ids[rec.run] = rec.id
+            elif type(rec) is _r.Chunk:
+                out.setdefault((ids.get(rec.run, "?"), rec.run, rec.stream), []).append(rec.payload)
+    return out
+
+
+def _stream_now(engine: Engine, id: str, run: int, name: str) -> list[Any] | None:
+    """The chunks of stream ``name`` of run ``run`` of ``id`` the engine holds now (None: run not held)."""
+    for o in engine.host._objects:
+        for st in getattr(o, "all", ()):
+            if st.id == id and st.run == run:
+                log = st.machine.history.stream(name)
+                return [] if log is None else list(log.chunks)
+    return None
+
+
 def _case_main(case: Callable[[TestEngine], Any], engine: TestEngine, driver: Any) -> None:
     """The crashing half of a trial, in a process of its own (so the driver can crash it mid-call)."""
     try:
@@ -489,6 +514,8 @@ def crash_everywhere(
     crash is answered from the journal), settle async steps (``engine.complete``: a token whose
     ``Awaiting`` did not survive raises :class:`fusee.errors.InvalidToken`, and ``start_fn`` hands out
     a new one; a settled one raises :class:`fusee.errors.AlreadySettled`) and resume paused runs.
+    Streams: every chunk durable at the crash must be there, unchanged and at its offset, once the case
+    has run again (AssertionError naming k otherwise); a case may read a stream and return its chunks.
     """
     workflows = list(workflows)
     t0 = time.time() if start is None else float(start)
@@ -537,6 +564,7 @@ def _trial(
         eng._mocks.on_body = after
         eng.reopen()
         trial.durable_steps = _durable_step_keys(eng.engine)
+        durable_chunks = _durable_chunks(eng.engine)
         try:
             got = case(eng)
         except Exception as exc:
@@ -548,6 +576,13 @@ def _trial(
             raise AssertionError(
                 f"crash after record {k} of {boundaries}: the case returned {got!r}, the clean run {expected!r}"
             )
+        for (id, run, name), chunks in durable_chunks.items():
+            now = _stream_now(eng.engine, id, run, name)
+            if now is not None and now[: len(chunks)] != chunks:
+                raise AssertionError(
+                    f"crash after record {k} of {boundaries}: stream {name!r} of run {run} of {id!r} changed chunks "
+                    f"that were durable at the crash: {chunks!r} then {now[: len(chunks)]!r}"
+                )
         again = sorted(key for key in after.keys if key in trial.durable_steps)
         if again:
             raise AssertionError(

@@ -76,13 +76,16 @@ def timeline(journal: Iterable[tuple[int, Any]]) -> list[dict[str, Any]]:
     ``send`` (``target``, ``name``, ``value``), ``cancel`` (``reason``, ``by``), ``update``
     (``update_id``, ``name``, ``value``, ``status`` "running"/"ok"/"error", ``result``/``error``),
     ``async`` (``name``, ``status`` "waiting"/"ok"/"error", ``started``, ``result``/``error``; the
-    token's secret is not shown) and ``end`` (``status``, ``finished``, ``result`` or
+    token's secret is not shown), ``stream`` (one per stream, where its first record is: ``name``,
+    ``chunks`` (how many), ``by_steps`` (the names of the steps whose bodies wrote some), ``closed``,
+    ``first`` (the first 20 chunks), ``last`` (its last record's LSN)) and ``end`` (``status``, ``finished``, ``result`` or
     ``failure``/``reason``).  A step that paused has ``status`` "paused" and its attempts show
     ``outcome`` "paused" and "resumed".
     """
     out: list[dict[str, Any]] = []
     ops: dict[int, dict[str, Any]] = {}
     updates: dict[str, dict[str, Any]] = {}
+    streams: dict[str, dict[str, Any]] = {}
     for lsn, rec in journal:
         t = type(rec)
         if t is r.Start:
@@ -173,6 +176,20 @@ def timeline(journal: Iterable[tuple[int, Any]]) -> list[dict[str, Any]]:
             if e is not None:
                 e["status"] = rec.status
                 e["result" if rec.status == "ok" else "error"] = plain(rec.payload)
+        elif t is r.Chunk or t is r.StreamClose:
+            e = streams.get(rec.stream)
+            if e is None:
+                e = streams[rec.stream] = _entry("stream", lsn, name=rec.stream, chunks=0, by_steps=[], closed=False, first=[], last=lsn)
+                out.append(e)
+            e["last"] = lsn
+            if rec.step is not None and rec.step not in e["by_steps"]:
+                e["by_steps"].append(rec.step)
+            if t is r.Chunk:
+                e["chunks"] += 1
+                if len(e["first"]) < 20:
+                    e["first"].append(plain(rec.payload))
+            else:
+                e["closed"] = True
         elif t is r.Done:
             e = _entry("end", lsn, status=rec.status, at=rec.finished)
             key = {"completed": "result", "failed": "failure", "continued": "next_input", "timed_out": "deadline"}.get(rec.status, "reason")

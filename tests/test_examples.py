@@ -63,3 +63,17 @@ def test_fusee_schedule_example_fires_cron_and_interval_runs_and_pauses():
     assert [line.split()[1] for line in out.splitlines() if line.startswith("fired metrics")] == hours
     assert "schedule metrics: active, fired 9, next Mon 13:00 UTC" in out
     assert "after delete: ['metrics']" in out
+
+
+def test_fusee_stream_example_streams_every_token_once_across_a_restart():
+    """examples/fusee_stream.py: a step streams an answer token by token; the engine stops mid-answer, and
+    after the reopen the step goes on after its recorded tokens and the reader at its offset: the printed
+    text is the answer exactly once, and reading again from offset 0 gives the same tokens."""
+    out = run_example("fusee_stream.py")
+    head, rest = out.split("\n-- engine stopped after ", 1)
+    n, rest = rest.split(" tokens; reopening --\n", 1)
+    tail = rest.split("\n-- stream closed after ", 1)[0]
+    answer = "Durable execution means every step's result is written to a journal before anyone sees it, so a crash loses nothing that was acknowledged and the run picks up where it stopped."
+    assert head + tail == answer and 0 < int(n) < 31
+    assert "-- stream closed after 31 tokens --" in out
+    assert "again from offset 0: True 31 tokens" in out

@@ -35,6 +35,7 @@ from fusee.errors import (
     InvalidToken,
     AlreadySettled,
     NotPaused,
+    StreamClosed,
     failure_of,
 )
 
@@ -65,6 +66,7 @@ CASES = [
     (InvalidToken, ("fz1.0.0.x.y", "malformed"), ("token", "why"), "invalid_token"),
     (AlreadySettled, ("fz1.0.0.x.y", "ok"), ("token", "status"), "already_settled"),
     (NotPaused, ("order-1", "running"), ("id", "status"), "not_paused"),
+    (StreamClosed, ("chat-1", "tokens"), ("id", "stream"), "stream_closed"),
 ]
 
 

@@ -42,6 +42,8 @@ from fusee.records import (
     Settled,
     Paused,
     Resumed,
+    Chunk,
+    StreamClose,
     decode_record,
     encode_record,
     kind_of,
@@ -95,6 +97,8 @@ any_record = st.one_of(
     st.builds(Settled, counts, counts, st.sampled_from(OUTCOMES), payloads),
     st.builds(Paused, counts, counts, names, counts, payloads),
     st.builds(Resumed, counts, counts),
+    st.builds(Chunk, counts, counts, names, counts, st.none() | names, payloads),
+    st.builds(StreamClose, counts, counts, names, st.none() | names),
 )
 
 
@@ -215,6 +219,7 @@ def test_kinds_are_lowercase_class_names():
     expected = ["start", "step", "attempt", "timer", "fired", "signal", "wait", "waited", "value", "cancel", "done"]
     expected += ["child", "childdone", "send"]
     expected += ["update", "updatedone", "awaiting", "asyncstarted", "settled", "paused", "resumed"]
+    expected += ["chunk", "streamclose"]
     assert expected == list(KINDS)
     assert all(KINDS[k].__name__.lower() == k for k in KINDS)
 

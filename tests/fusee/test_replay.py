@@ -255,6 +255,9 @@ any_record = st.one_of(
     st.builds(r.Settled, st.just(RUN), st.integers(0, 3), st.sampled_from(["ok", "error"]), payloads),
     st.builds(r.Paused, st.just(RUN), st.integers(0, 3), names, st.integers(1, 3), payloads),
     st.builds(r.Resumed, st.just(RUN), st.integers(0, 3)),
+    st.builds(r.Chunk, st.just(RUN), st.integers(0, 3), st.sampled_from(["s", "t"]), st.integers(0, 2),
+              st.one_of(st.none(), names), payloads),
+    st.builds(r.StreamClose, st.just(RUN), st.integers(0, 3), st.sampled_from(["s", "t"]), st.one_of(st.none(), names)),
     st.just(START),
 )
 
