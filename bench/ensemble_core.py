@@ -48,6 +48,11 @@ is 0 unless something crashes):
    per arrival at N = 100,000 against N = 0 (both sides are ensemble).
    Target: at most 1.5x (the save pointer: a wake-up looks at the new message
    only, whatever the depth).
+9. ``dispatcher.yield_()`` in a process with nothing else runnable (one turn of
+   the hub) against ``gevent.sleep(0)`` in a greenlet, 200k each.  Informative.
+10. ``spawn_monitor`` of a trivial function and the receive of its DOWN, one at
+   a time in a process (20k), against ``gevent.spawn`` + ``join`` one at a time
+   in a greenlet.  Informative.
 
 Output: one line per measurement, then a Markdown summary table (for the
 README), then one JSON line (the last line) with every figure and sample.
@@ -702,6 +707,75 @@ def _rate(n: int, seconds: float) -> str:
     return f"{v / 1e3:.0f}k" if v >= 1e4 else f"{v:,.0f}"
 
 
+# --------------------------------------------------------------------------
+# 9. yield_ ; 10. spawn_monitor + its DOWN, one after another
+# --------------------------------------------------------------------------
+
+N_YIELDS = 200_000
+N_SPAWN_MONITOR = 20_000
+
+
+def _in_process(fn: Callable[[int], None], n: int) -> None:
+    e.join(e.spawn(fn, n))
+
+
+def _ens_yields(n: int) -> None:
+    y = e.dispatcher.yield_
+    for _ in range(n):
+        y()
+
+
+def _gevent_sleeps(n: int) -> None:
+    sleep = gevent.sleep
+    for _ in range(n):
+        sleep(0)
+
+
+def bench_yield(quick: bool, reps: int) -> list[Result]:
+    n = scaled(N_YIELDS, quick)
+    ens = lambda: _in_process(_ens_yields, n)  # noqa: E731
+    raw = lambda: gevent.spawn(_gevent_sleeps, n).join()  # noqa: E731
+    ens()
+    raw()
+    best, samples = best_of(reps, [("ensemble", ens), ("gevent", raw)])
+    return [
+        Result(
+            "yield", "9", "dispatcher.yield_() in a process vs gevent.sleep(0)", n, "yields/s",
+            n / best["ensemble"], "gevent", n / best["gevent"],
+            note="nothing else runnable: one turn of the hub each", samples=samples,
+        )
+    ]
+
+
+def _ens_spawn_monitor_down(n: int) -> None:
+    spawn_monitor, receive, nomatch = e.spawn_monitor, e.receive, e.NOMATCH
+    for _ in range(n):
+        _pid, ref = spawn_monitor(_noop)
+        receive(lambda m: m if type(m) is tuple and len(m) == 5 and m[1] is ref else nomatch)
+
+
+def _gevent_spawn_join_each(n: int) -> None:
+    spawn = gevent.spawn
+    for _ in range(n):
+        spawn(_noop).join()
+
+
+def bench_spawn_monitor(quick: bool, reps: int) -> list[Result]:
+    n = scaled(N_SPAWN_MONITOR, quick)
+    ens = lambda: _in_process(_ens_spawn_monitor_down, n)  # noqa: E731
+    raw = lambda: gevent.spawn(_gevent_spawn_join_each, n).join()  # noqa: E731
+    _in_process(_ens_spawn_monitor_down, max(1, n // 10))
+    _gevent_spawn_join_each(max(1, n // 10))
+    best, samples = best_of(reps, [("ensemble", ens), ("gevent", raw)])
+    return [
+        Result(
+            "spawn_monitor", "10", "spawn_monitor + its DOWN, one at a time, in a process", n, "s",
+            best["ensemble"], "gevent", best["gevent"],
+            note="peer: gevent.spawn + join, one at a time, in a greenlet", samples=samples,
+        )
+    ]
+
+
 MEASUREMENTS: dict[str, Callable[[bool, int], list[Result]]] = {
     "1": bench_spawn_join,
     "2": bench_ping_pong,
@@ -711,6 +785,8 @@ MEASUREMENTS: dict[str, Callable[[bool, int], list[Result]]] = {
     "6": bench_memory,
     "7": bench_pykka,
     "8": bench_selective_scaling,
+    "9": bench_yield,
+    "10": bench_spawn_monitor,
 }
 
 

@@ -26,6 +26,7 @@ from ._links import demonitor, monitor, unlink
 from ._names import alias, send, unalias
 from . import _terms
 from ._terms import TIMEOUT, Alias, new_alias
+from .decide import receive as _select
 from .decide.receive import NOMATCH
 from .decide.values import same
 
@@ -244,11 +245,13 @@ def call(dest: Any, request: Any, timeout: float | None = 5.0, label: str = CALL
         me = P.me()
     if pid is me:
         raise CallError("calling_self", request)
-    deadline = None
-    if timeout is not None:
+    if type(timeout) is float and 0.0 <= timeout < _FOREVER:  # P.check_timeout's usual case
+        deadline = _monotonic() + timeout
+    elif timeout is None:
+        deadline = None
+    else:
         timeout = P.check_timeout(timeout)
-        if timeout is not None:
-            deadline = _monotonic() + timeout
+        deadline = None if timeout is None else _monotonic() + timeout
     tag = new_alias(me)
     n = tag._n
     with _LOCK:
@@ -269,17 +272,42 @@ def call(dest: Any, request: Any, timeout: float | None = 5.0, label: str = CALL
     if not alive:
         raise CallError("noproc", request)
     P.deliver(pid, (label, (me, tag), request))
-
-    def answer(m: Any) -> Any:
-        if type(m) is tuple:
-            k = len(m)
-            if k == 2 and m[0] is tag:
-                return m
-            if k == 5 and m[1] is tag and m[0] == "DOWN":
-                return m
-        return NOMATCH
-
-    got = P.receive_as(me, answer, deadline)
+    # P.receive_as(me, answer, deadline), specialised: the reply is nearly always the one
+    # new message of the first wake, read by index without a matcher call.
+    start = 0
+    while True:
+        if me.dying is not _ALIVE:
+            P.raise_doom(me)
+        mailbox = me.mailbox  # read again after each park: NO_MAIL gives way to a deque
+        k = len(mailbox)
+        if k == start + 1:  # one new message: the commonest case
+            m = mailbox[start]
+            if type(m) is tuple and (
+                (len(m) == 2 and m[0] is tag) or (len(m) == 5 and m[1] is tag and m[0] == "DOWN")
+            ):
+                if start == 0:
+                    mailbox.popleft()
+                else:
+                    del mailbox[start]
+                got = m
+                break
+            start = k
+        elif k > start:
+            i, got = _scan(mailbox, lambda m: _answers(m, tag), start)
+            if i is not None:
+                if i == 0:
+                    mailbox.popleft()
+                else:
+                    del mailbox[i]
+                break
+            start = got
+        if deadline is None:
+            _park(me, start, None)
+        elif deadline <= _monotonic() or _park(me, start, deadline) is TIMEOUT:
+            if me.dying is not _ALIVE:
+                P.raise_doom(me)
+            got = TIMEOUT
+            break
     with _LOCK:  # the alias goes inactive and the monitor goes (P.drop_monitor_locked, inlined)
         me.aliases.discard(n)
         held = me.monitors.pop(n, None)
@@ -300,6 +328,19 @@ def call(dest: Any, request: Any, timeout: float | None = 5.0, label: str = CALL
         return got[1]
     raise CallError(got[4], request)
 
+
+def _answers(m: Any, tag: Alias) -> Any:
+    """The matcher of a call's wait: the reply through ``tag``, or the DOWN of its monitor."""
+    if type(m) is tuple:
+        k = len(m)
+        if k == 2 and m[0] is tag:
+            return m
+        if k == 5 and m[1] is tag and m[0] == "DOWN":
+            return m
+    return NOMATCH
+
+
+_scan, _park, _FOREVER = _select.scan, P.park, P.FOREVER
 
 REMOTE_DEST = object()  # resolve_or_remote's answer for a process on another node
 

@@ -57,6 +57,8 @@ from .decide import receive as _select
 from .decide import signal as _signal
 from .decide.values import Singleton
 
+_NOMATCH = _select.NOMATCH
+
 __all__ = ["Pid"]
 
 LOCK = allocate_lock()
@@ -159,8 +161,7 @@ class _Rare:
     """
 
     __slots__ = (
-        "raised", "link_exits", "waiters", "image", "refusal", "timers", "value", "name", "trap",
-        "dispatcher",
+        "raised", "link_exits", "image", "refusal", "timers", "value", "name", "trap", "dispatcher",
     )
 
     def __init__(self) -> None:
@@ -170,7 +171,6 @@ class _Rare:
         self.dispatcher = "default"  # the dispatcher the process runs on
         self.raised = 0  # how many times ExitSignal has been raised in the process
         self.link_exits: dict | None = None  # {Pid: its link's ("EXIT", pid, reason) message}
-        self.waiters: list | None = None  # callables run once the process has settled
         self.image: str | None = None  # passivation image path while fn, args, state are on disk
         self.refusal: str | None = None  # why the latest passivate stayed in memory
         self.timers = False  # True once a timer names this process (then timers end with it)
@@ -238,7 +238,6 @@ class Pid:
     link_exits = _rare_field(
         "link_exits", "{Pid: its link's ('EXIT', pid, reason) message}, or None: see unlink."
     )
-    _waiters = _rare_field("waiters", "Callables run once the process has settled, or None.")
     image = _rare_field(
         "image", "Path of the passivation image while fn, args and state are on disk, else None."
     )
@@ -483,9 +482,14 @@ def is_straggler(p: Pid) -> bool:
     return p.reason is not ALIVE and not p.shell and p._glet is not None and p._wait is _NOT_WAITING
 
 
+#: The processes parked in ``join`` or ``exit_reason`` (see ``ensemble._spawn``): their park
+#: waits for an exit, not a message.  Touched by each one's own greenlet only.
+JOINING: set = set()
+
+
 def in_receive(p: Pid) -> bool:
     """True while ``p`` is parked in ``receive`` (read from any thread: a moment's answer)."""
-    return p._wait is not _NOT_WAITING
+    return p._wait is not _NOT_WAITING and p not in JOINING
 
 
 def _new_shell(g: Any) -> Pid:
@@ -536,7 +540,39 @@ def deliver(p: Pid, msg: Any) -> None:
             p.mailbox.append(msg)
         except NoMailYet:
             mailbox_of(p).append(msg)
-        if p._wait:
+        token = p._wait
+        if token:  # wake(p), inlined: claim the park (see there), then resume it
+            try:
+                token.pop()
+            except IndexError:
+                return
+            c = p.carrier
+            if c.handoff is None and c.resuming and get_ident() == c.ident:
+                # the commonest wake: the hint for the next park on this carrier, a
+                # resume already scheduled (resume_claimed's first case)
+                c.handoff = p
+                c.handoff_token = token
+                c.handoff_at = len(c.woken)
+            else:
+                resume_claimed(p, token)
+        elif p.life is not RUNNING:
+            wake_hibernating(p)
+
+
+def deliver_many(p: Pid, msgs: list) -> None:
+    """:func:`deliver` of each of ``msgs`` in order, as one append and at most one wake.
+
+    The messages join ``p``'s mailbox together (``deque.extend`` of a list runs no Python
+    code: no other thread's message comes between them).  Dropped if ``p`` has exited.
+    Safe from any thread.
+    """
+    if p.reason is ALIVE:
+        try:
+            p.mailbox.extend(msgs)
+        except NoMailYet:
+            mailbox_of(p).extend(msgs)
+        token = p._wait
+        if token:
             wake(p)
         elif p.life is not RUNNING:
             wake_hibernating(p)
@@ -810,12 +846,46 @@ def receive(matcher: Callable[[Any], Any] | None = None, *, timeout: float | Non
                 park(p, 0, None)
     elif not callable(matcher):
         raise TypeError(f"a receive matcher must be callable or None, not {matcher!r}")
+    if timeout == 0 and (type(timeout) is int or type(timeout) is float):
+        return poll(p, matcher)  # timeout 0: one look, no deadline arithmetic
     deadline = None
     if timeout is not None:
         timeout = check_timeout(timeout)
         if timeout is not None:
             deadline = monotonic() + timeout
     return receive_as(p, matcher, deadline)
+
+
+def poll(p: Pid, matcher: Callable[[Any], Any] | None) -> Any:
+    """``receive(matcher, timeout=0)`` in the running process ``p`` (a checked matcher):
+    a pending doom is raised, then the mailbox is looked at once; ``TIMEOUT`` if no
+    message is taken.  What :func:`receive_as` does with a deadline already passed."""
+    if p.dying is not ALIVE:
+        raise_doom(p)
+    mailbox = p.mailbox
+    if not mailbox:
+        return TIMEOUT
+    if matcher is None:
+        return mailbox.popleft()
+    if len(mailbox) == 1:  # scan's commonest case, asked here
+        v = matcher(mailbox[0])
+        if v is _NOMATCH:
+            # appended to meanwhile (another thread): the general scan looks at those too
+            if len(mailbox) == 1:
+                return TIMEOUT
+        else:
+            mailbox.popleft()
+            return v
+        i, v = _select.scan(mailbox, matcher, 1)
+    else:
+        i, v = _select.scan(mailbox, matcher, 0)
+    if i is None:
+        return TIMEOUT
+    if i == 0:
+        mailbox.popleft()
+    else:
+        del mailbox[i]
+    return v
 
 
 def receive_as(p: Pid, matcher: Callable[[Any], Any] | None, deadline: float | None) -> Any:
@@ -829,15 +899,26 @@ def receive_as(p: Pid, matcher: Callable[[Any], Any] | None, deadline: float | N
         if matcher is None:
             if mailbox:  # scan(mailbox, None, 0) answers (0, mailbox[0]): the oldest
                 return mailbox.popleft()
-        elif len(mailbox) > start:  # scanning no new message cannot take one
-            i, v = _select.scan(mailbox, matcher, start)
-            if i is not None:
-                if i == 0:
-                    mailbox.popleft()
-                else:
-                    del mailbox[i]
-                return v
-            start = v
+        else:
+            n = len(mailbox)
+            if n == start + 1:  # one new message, scan's commonest case: ask the matcher here
+                v = matcher(mailbox[start])
+                if v is not _NOMATCH:
+                    if start == 0:
+                        mailbox.popleft()
+                    else:
+                        del mailbox[start]
+                    return v
+                start = n
+            elif n > start:  # scanning no new message cannot take one
+                i, v = _select.scan(mailbox, matcher, start)
+                if i is not None:
+                    if i == 0:
+                        mailbox.popleft()
+                    else:
+                        del mailbox[i]
+                    return v
+                start = v
         if deadline is None:
             park(p, start, None)
         else:
@@ -1072,11 +1153,17 @@ def _body() -> None:
             for hook in crash_hooks:
                 hook(p, e)
     finally:
-        p.carrier.process_ended()
+        c = p.carrier  # Carrier.process_ended, inlined
+        c.live -= 1
+        if c.closing and c.live == 0:
+            c._stop_if_idle()
     g, p._glet = p._glet, None  # its code has stopped: no straggler, hooks below may call ensemble
     if DOOMED:
         DOOMED.pop(g, None)
-    settle(p, reason, value)
+    with LOCK:  # settle(p, reason, value), inlined
+        _settle_locked(p, reason, value)
+    if _SETTLED:
+        flush_settled()
 
 
 def _hibernate(p: Pid, h: Hibernate) -> bool:
@@ -1123,7 +1210,8 @@ def settle(p: Pid, reason: Any, value: Any) -> None:
     """Record ``p``'s exit and tell its links, monitors and joiners (any thread)."""
     with LOCK:
         _settle_locked(p, reason, value)
-    flush_settled()
+    if _SETTLED:
+        flush_settled()
 
 
 #: Processes settled under LOCK whose joiners and exit hooks still have to run.
@@ -1151,11 +1239,15 @@ def flush_settled() -> None:
                 return
             if waiters:
                 for w in waiters:
-                    w()
-            if p.timers:
+                    if type(w) is Pid:  # a process waiting in join: wake its park
+                        wake(w)
+                    else:
+                        w()
+            rare = p._rare
+            if rare.timers:
                 for hook in exit_hooks:
                     hook(p)
-            if p.image is not None:  # it ended while passivated
+            if rare.image is not None:  # it ended while passivated
                 IMAGES.discard(p)
     finally:
         if not nested:
@@ -1177,11 +1269,12 @@ def _settle_locked(p: Pid, reason: Any, value: Any) -> None:
     """
     if p.reason is not ALIVE:
         return
-    _CASCADE.append((p, reason, value))
     if _cascading[0]:
+        _CASCADE.append((p, reason, value))
         return  # the outermost call settles it
     _cascading[0] = True
     try:
+        _settle_one_locked(p, reason, value)
         while _CASCADE:
             _settle_one_locked(*_CASCADE.popleft())
     finally:
@@ -1203,8 +1296,10 @@ def _settle_one_locked(p: Pid, reason: Any, value: Any) -> None:
     held, p.monitors = p.monitors, None
     p.aliases = None
     # 2. the name is released
-    if p.name is not None and NAMES.get(p.name) is p:
-        del NAMES[p.name]
+    rare = p._rare
+    name = rare.name
+    if name is not None and NAMES.get(name) is p:
+        del NAMES[name]
     # 3. the monitors it held are dropped
     if held:
         for n, (target, _shown, _ref) in held.items():
@@ -1236,15 +1331,15 @@ def _settle_one_locked(p: Pid, reason: Any, value: Any) -> None:
             if w.monitors is not None:
                 w.monitors.pop(n, None)
             deliver_locked(w, ("DOWN", ref, "process", shown, reason))
-    rare = p._rare
-    if rare is not _NO_RARE:
-        rare.link_exits = None
     if p._glet is None:  # else its greenlet may be scanning it: cleared in its own thread
         p.mailbox.clear()
+    waiters = _WAITERS.pop(p, None) if _WAITERS else None
     if rare is not _NO_RARE:
-        waiters, rare.waiters = rare.waiters, None
+        rare.link_exits = None
         if waiters or rare.timers or rare.image is not None:
             _SETTLED.append((p, waiters))
+    elif waiters:
+        _SETTLED.append((p, waiters))
 
 
 def deliver_locked(p: Pid, msg: Any) -> None:
@@ -1255,31 +1350,52 @@ def deliver_locked(p: Pid, msg: Any) -> None:
         p.mailbox.append(msg)
     except NoMailYet:
         mailbox_of(p).append(msg)
-    if p._wait:
-        wake(p)
+    token = p._wait
+    if token:  # wake(p), inlined: claim the park, then resume it
+        try:
+            token.pop()
+        except IndexError:
+            return
+        resume_claimed(p, token)
     elif p.life is not RUNNING:
         _wake_locked(p, _life.MAIL)
 
 
-def on_exit(p: Pid, callback: Callable[[], None]) -> bool:
-    """Run ``callback()`` once ``p`` has settled; False (and no call) if it already has."""
+#: The joiners of each live process that has any: ``{Pid: [callable or waiting Pid, ...]}``.
+#: Mutated under LOCK; a process's entry goes when it settles (the process, not its record,
+#: holds none: most processes are never joined).
+_WAITERS: dict = {}
+
+
+def on_exit(p: Pid, callback: Any) -> bool:
+    """Run ``callback()`` once ``p`` has settled; False (and no call) if it already has.
+
+    ``callback`` may instead be a :class:`Pid` (a process waiting in ``join``): its park is
+    woken (:func:`wake`), as a message wakes it.  Callbacks run outside LOCK, on the thread
+    that settled ``p``, in the order they were added.
+    """
     with LOCK:
         if p.reason is not ALIVE:
             return False
-        if p._waiters is None:
-            p._waiters = [callback]
+        waiters = _WAITERS.get(p)
+        if waiters is None:
+            _WAITERS[p] = [callback]
         else:
-            p._waiters.append(callback)
+            waiters.append(callback)
         return True
 
 
-def cancel_on_exit(p: Pid, callback: Callable[[], None]) -> None:
+def cancel_on_exit(p: Pid, callback: Any) -> None:
+    """Withdraw ``callback`` (one added with :func:`on_exit`), if still waiting."""
     with LOCK:
-        if p._waiters is not None:
+        waiters = _WAITERS.get(p)
+        if waiters is not None:
             try:
-                p._waiters.remove(callback)
+                waiters.remove(callback)
             except ValueError:
-                pass
+                return
+            if not waiters:
+                del _WAITERS[p]
 
 
 # --------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from time import monotonic as _monotonic
 from typing import Any, Callable
 
 from . import _process as P
@@ -67,6 +68,8 @@ def spawn_link(fn: Callable[..., Any], *args: Any, **opts: Any) -> P.Pid:
 
 def spawn_monitor(fn: Callable[..., Any], *args: Any, **opts: Any) -> tuple[P.Pid, Ref]:
     """:func:`spawn` and monitor the new process atomically; returns ``(pid, ref)``."""
+    if not opts:  # the commonest spawn_monitor: no option to take out of opts
+        return _spawn_opt(fn, args, None, False, True, False, P.NO_STATE, "default", None)
     return _spawn_opt(
         fn,
         args,
@@ -184,8 +187,11 @@ def _wait_exit(pid: Any, timeout: float | None) -> bool:
     P.check_caller()
     if pid.reason is not P.ALIVE:
         return True
-    if P.current() is pid:
+    me = P.current()
+    if me is pid:
         raise Badarg("a process cannot wait for its own exit")
+    if me is not None and not me.shell and me.dying is P.ALIVE:
+        return _park_until_exit(me, pid, timeout)
     parker = Parker()
     if not P.on_exit(pid, parker.unpark):
         return True
@@ -195,6 +201,28 @@ def _wait_exit(pid: Any, timeout: float | None) -> bool:
     finally:
         P.cancel_on_exit(pid, parker.unpark)
     return pid.reason is not P.ALIVE
+
+
+def _park_until_exit(me: P.Pid, pid: P.Pid, timeout: float | None) -> bool:
+    """:func:`_wait_exit` in the live process ``me``: wait in its own park (as a receive
+    does, taking no message), woken by ``pid``'s settling (see :func:`P.on_exit`); a
+    message that wakes it meanwhile only makes it park again.  A doom lands here as in a
+    receive."""
+    if not P.on_exit(pid, me):
+        return True
+    deadline = None if timeout is None else _monotonic() + timeout
+    P.JOINING.add(me)  # not "waiting" for process_info: it waits for no message
+    try:
+        while pid.reason is P.ALIVE:
+            if me.dying is not P.ALIVE:
+                P.raise_doom(me)
+            if deadline is not None and deadline <= _monotonic():
+                return pid.reason is not P.ALIVE
+            P.park(me, len(me.mailbox), deadline)
+    finally:
+        P.JOINING.discard(me)
+        P.cancel_on_exit(pid, me)
+    return True
 
 
 def join(pid: P.Pid, timeout: float | None = None) -> Any:

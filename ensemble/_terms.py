@@ -46,7 +46,7 @@ class Ref:
         self._node = NODE if node is None else node  # this node's name now, by default
 
     def __eq__(self, other: Any) -> bool:
-        return (
+        return other is self or (
             isinstance(other, Ref) and self._n == other._n and self._node == other._node
         )
 
@@ -107,7 +107,10 @@ class RemoteAlias(Ref):
 
 def make_ref() -> Ref:
     """A fresh reference, unique on this node (erlang:make_ref/0)."""
-    return Ref(next(_counter))
+    r = _new_object(Ref)  # Ref(n) without the __init__ frame: every monitor makes one
+    r._n = _next_n()
+    r._node = NODE
+    return r
 
 
 def new_alias(owner: Any) -> Alias:

@@ -28,8 +28,10 @@ from typing import Any, Callable
 
 from gevent import get_hub as _get_hub
 from gevent import sleep as _sleep
+from greenlet import getcurrent as _getcurrent
 
 from . import _pools
+from . import _process as P
 from ._exceptions import Badarg
 from ._pools import BLOCKING, DEFAULT
 
@@ -121,9 +123,37 @@ def yield_() -> None:
     call (a message, a timer, a switch already scheduled) each get a turn, in
     the order they were woken, before the caller resumes; ones woken meanwhile
     may or may not.  With nothing runnable it returns soon, after one turn of
-    the carrier's hub.
+    the carrier's hub.  An exit signal that dooms the process meanwhile lands
+    here: it is raised as the process resumes (or thrown in while it waits), as
+    in a receive.  A dead process's yield (a straggler's) and a greenlet that is
+    not a process yield through ``gevent.sleep(0)``.
     """
-    _sleep(0)
+    try:
+        p = _getcurrent().ensemble_pid
+    except AttributeError:  # a greenlet that is not a process
+        _sleep(0)
+        return
+    if p.dying is not _ALIVE:
+        _sleep(0)
+        return
+    # One hub callback, queued behind every callback already scheduled (so the processes
+    # woken before this call, and switches already scheduled, run first), switches back
+    # into the process.  It is the only thing that resumes a process's greenlet without
+    # a park token (see P.park) but an exception thrown in (a doom, a gevent Timeout):
+    # then the callback is cancelled, so that it never switches into a later wait.
+    c = p.carrier
+    resume = c.loop.run_callback(p._glet.switch)
+    c.burst = 0  # the hub gets its turn (P.park's handoff count)
+    try:
+        _switch(c.hub)
+    except BaseException:
+        resume.stop()
+        raise
+    if p.dying is not _ALIVE:  # doomed meanwhile: the signal lands here, as after a park
+        P.raise_doom(p)
+
+
+_ALIVE, _switch = P.ALIVE, P._switch
 
 
 def call_soon(fn: Callable[..., Any], *args: Any) -> None:

@@ -342,7 +342,13 @@ def _loop(srv: _Server) -> None:
             else:
                 _dispatch(srv, "info", "timeout", "timeout")
             continue
-        _decode(srv, msg)
+        if type(msg) is tuple and len(msg) == 3 and type(msg[0]) is str and msg[0] == _CALL:
+            _dispatch(srv, "call", msg[2], msg, msg[1])  # _decode's first case, asked here
+        else:
+            _decode(srv, msg)
+
+
+_CALL = _gen.CALL
 
 
 def _decode(srv: _Server, msg: Any) -> None:

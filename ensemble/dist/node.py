@@ -129,6 +129,7 @@ _unpack_to = envelope.unpack_to
 _pack_to = envelope.pack_to
 _HEADER = framing.HEADER
 _unpackb = msgpack.unpackb
+_deliver_run = P.deliver_many
 _unpack_length = framing.unpack_length
 
 #: A frame that is not one of the envelopes a node understands (the connection is dropped).
@@ -471,64 +472,88 @@ class Node:
         header announces more than ``limit``), in one loop with the hot path: a message to a
         name or a pid is decoded and delivered here, without a Python call but delivery's or a
         copy of the frame (the codec's decode runs again on a body that fails, to say why).
+        Consecutive messages to one process are handed over together
+        (:func:`ensemble._process.deliver_many`: one append, at most one wake); a run is
+        delivered before anything else is carried out (another frame, an error), so every
+        message keeps its place.
         """
         decode, eh, lh, open_tags = self.decoder
         self.reading_from = conn.peer
         creation = self.creation
         table = P.TABLE
         names = P.NAMES
-        deliver = P.deliver
         names_in = self._names_in
         last_key = None  # the header of the last message to a name here, and that name
         last_name = ""
+        run_to: Any = None  # the process the messages of ``run`` go to
+        run: list = []
         end = len(data)
         at = 0
-        while end - at >= _HEADER:
-            (n,) = _unpack_length(data, at)
-            if n > limit:
-                raise framing.FrameTooLarge(n, limit)
-            start = at + _HEADER
-            stop = start + n
-            if stop > end:
-                break
-            at = stop
-            if last_key is not None and data.startswith(last_key, start, stop):
-                body = data[start + len(last_key) : stop]
-                try:
-                    msg = _unpackb(body, ext_hook=eh, list_hook=lh, strict_map_key=False,
-                                   unicode_errors="surrogatepass")
-                except Exception:  # noqa: BLE001 - decode says why, as Undecodable
-                    msg = decode(body)
-                if open_tags[0]:
-                    decode(body)
-                p = names.get(last_name)
-                if p is not None:
-                    deliver(p, msg)
-                continue
-            form = data[start] if n else -1
-            if form == _SEND_NAMED:
-                key = data[start : min(stop, start + 2 + (data[start + 1] if n > 1 else 0))]
-                name = names_in.get(key)  # (a key cut short by the frame's end is never known)
-                if name is not None:  # a header that arrived whole and valid before
-                    last_key, last_name = key, name
-                    at = start - _HEADER
-                    continue  # again, through the path above
-            elif form == _SEND and n >= _TO_SIZE:
-                _, id, c = _unpack_to(data, start)
-                body = data[start + _TO_SIZE : stop]
-                try:
-                    msg = _unpackb(body, ext_hook=eh, list_hook=lh, strict_map_key=False,
-                                   unicode_errors="surrogatepass")
-                except Exception:  # noqa: BLE001 - decode says why, as Undecodable
-                    msg = decode(body)
-                if open_tags[0]:
-                    decode(body)
-                if c == creation:
-                    p = table.get(id)
+        try:
+            while end - at >= _HEADER:
+                (n,) = _unpack_length(data, at)
+                if n > limit:
+                    raise framing.FrameTooLarge(n, limit)
+                start = at + _HEADER
+                stop = start + n
+                if stop > end:
+                    break
+                at = stop
+                if last_key is not None and data.startswith(last_key, start, stop):
+                    body = data[start + len(last_key) : stop]
+                    try:
+                        msg = _unpackb(body, ext_hook=eh, list_hook=lh, strict_map_key=False,
+                                       unicode_errors="surrogatepass")
+                    except Exception:  # noqa: BLE001 - decode says why, as Undecodable
+                        msg = decode(body)
+                    if open_tags[0]:
+                        decode(body)
+                    p = names.get(last_name)
                     if p is not None:
-                        deliver(p, msg)
-                continue
-            self.on_frame(conn, data[start:stop])
+                        if p is run_to:
+                            run.append(msg)
+                        else:
+                            if run:
+                                _deliver_run(run_to, run)
+                            run_to = p
+                            run = [msg]
+                    continue
+                form = data[start] if n else -1
+                if form == _SEND_NAMED:
+                    key = data[start : min(stop, start + 2 + (data[start + 1] if n > 1 else 0))]
+                    name = names_in.get(key)  # (a key cut short by the frame's end is never known)
+                    if name is not None:  # a header that arrived whole and valid before
+                        last_key, last_name = key, name
+                        at = start - _HEADER
+                        continue  # again, through the path above
+                elif form == _SEND and n >= _TO_SIZE:
+                    _, id, c = _unpack_to(data, start)
+                    body = data[start + _TO_SIZE : stop]
+                    try:
+                        msg = _unpackb(body, ext_hook=eh, list_hook=lh, strict_map_key=False,
+                                       unicode_errors="surrogatepass")
+                    except Exception:  # noqa: BLE001 - decode says why, as Undecodable
+                        msg = decode(body)
+                    if open_tags[0]:
+                        decode(body)
+                    if c == creation:
+                        p = table.get(id)
+                        if p is not None:
+                            if p is run_to:
+                                run.append(msg)
+                            else:
+                                if run:
+                                    _deliver_run(run_to, run)
+                                run_to = p
+                                run = [msg]
+                    continue
+                if run:
+                    _deliver_run(run_to, run)
+                    run_to, run = None, []
+                self.on_frame(conn, data[start:stop])
+        finally:
+            if run:
+                _deliver_run(run_to, run)
         return at
 
     def on_frame(self, conn: Conn, payload: bytes) -> None:

@@ -76,6 +76,47 @@ def test_timeout_zero_polls_once():
     assert 1 == e.receive(wanting("other"), timeout=0)
 
 
+def test_a_poll_takes_the_first_match_and_leaves_the_rest_in_order():
+    """timeout=0 (int or float) scans every message once, takes the oldest one the matcher
+    takes, and leaves the others in order; with no matcher it takes the oldest."""
+    me = e.self()
+    for m in [("a", 1), ("b", 2), ("a", 3), ("b", 4)]:
+        e.send(me, m)
+    assert 2 == e.receive(wanting("b"), timeout=0)
+    assert 4 == e.receive(wanting("b"), timeout=0.0)
+    assert TIMEOUT is e.receive(wanting("b"), timeout=0)
+    assert [("a", 1), ("a", 3)] == e.process_info(me, "messages")
+    assert ("a", 1) == e.receive(timeout=0.0)
+    assert ("a", 3) == e.receive(None, timeout=0)
+    assert TIMEOUT is e.receive(None, timeout=0)
+    assert TIMEOUT is e.receive(wanting("a"), timeout=-0.0)
+
+
+def test_a_poll_checks_its_arguments():
+    """A poll refuses what any receive refuses: a bool or negative timeout, a non-callable."""
+    with pytest.raises(e.Badarg):
+        e.receive(wanting("x"), timeout=False)
+    with pytest.raises(e.Badarg):
+        e.receive(timeout=-1)
+    with pytest.raises(TypeError):
+        e.receive("not callable", timeout=0)
+
+
+def test_a_poll_of_a_doomed_process_raises_its_exit_signal():
+    """An exit signal pending when a process polls lands at the poll, which takes nothing."""
+    me = e.self()
+
+    def body():
+        e.send(e.self(), "kept")
+        e.exit(e.self(), "doomed")  # dooms it; the signal lands at its next call into ensemble
+        e.send(me, ("polled", e.receive(lambda m: m, timeout=0)))
+
+    p, ref = e.spawn_monitor(body)
+    down = e.receive(lambda m: m if type(m) is tuple and m[0] == "DOWN" and m[1] == ref else NOMATCH, timeout=5)
+    assert down[4] == "doomed"
+    assert TIMEOUT is e.receive(lambda m: m if m[0] == "polled" else NOMATCH, timeout=0)
+
+
 def test_timeout_returns_timeout_and_keeps_messages():
     """On timeout receive answers TIMEOUT and the unmatched messages stay."""
     me = e.self()

@@ -91,3 +91,37 @@ def test_a_wake_no_park_hands_off_to_runs_in_wake_order():
         e.join(p, timeout=10)
     e.exit(w, "kill")
     assert ran == ["a", "b", "c"]
+
+
+def test_deliver_many_appends_in_order_and_wakes_once():
+    """deliver_many (the distribution reader's hand-over of a run of messages) puts them after
+    the mailbox's messages, in order, wakes a parked receive once, starts a hibernated process,
+    and drops what goes to a process that has exited."""
+    me = e.self()
+
+    def parked():
+        first = e.receive()
+        e.send(me, ("got", first, e.process_info(e.self(), "messages")))
+
+    p = e.spawn(parked)
+    while not _process.in_receive(p):
+        gevent.sleep(0)
+    _process.deliver_many(p, [1, 2, 3])  # its first mail: the shared empty mailbox gives way
+    assert ("got", 1, [2, 3]) == e.receive(timeout=5)
+
+    def sleeper():
+        e.hibernate(woken)
+
+    def woken():
+        e.send(me, ("woken", e.receive(), e.receive()))
+
+    h = e.spawn(sleeper)
+    while e.process_info(h, "status") != "hibernating":
+        gevent.sleep(0)
+    _process.deliver_many(h, ["a", "b"])
+    assert ("woken", "a", "b") == e.receive(timeout=5)
+
+    gone = e.spawn(lambda: None)
+    e.join(gone)
+    _process.deliver_many(gone, ["x"])
+    assert e.process_info(gone) is None

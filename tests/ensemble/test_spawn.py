@@ -70,6 +70,50 @@ def test_join_from_inside_a_process_is_killable():
     assert "killed" == down_of(ref)
 
 
+def test_join_from_a_process_leaves_its_mail_alone():
+    """A process waiting in join is not disturbed by messages arriving meanwhile: join returns
+    once the target exits, and every message is still there, in order."""
+    me = e.self()
+
+    def target():
+        e.receive()
+        return "value"
+
+    def joiner(t):
+        got = e.join(t)
+        e.send(me, ("joined", got, e.process_info(e.self(), "messages")))
+
+    t = e.spawn(target)
+    j = e.spawn(joiner, t)
+    e.receive(lambda m: NOMATCH, timeout=0.01)  # j waits in join
+    assert "running" == e.process_info(j, "status")  # as before: join waits for no message
+    for i in range(3):
+        e.send(j, ("mail", i))
+        e.receive(lambda m: NOMATCH, timeout=0.001)
+    e.send(t, "go")
+    got = e.receive(lambda m: m if type(m) is tuple and m[0] == "joined" else NOMATCH, timeout=5)
+    assert got == ("joined", "value", [("mail", 0), ("mail", 1), ("mail", 2)])
+
+
+def test_join_from_a_process_times_out_while_mail_arrives():
+    """join's timeout in a process holds however many messages wake it meanwhile."""
+    me = e.self()
+    t = e.spawn(wait_forever)
+
+    def joiner():
+        try:
+            e.join(t, timeout=0.05)
+        except TimeoutError:
+            e.send(me, ("timed_out", e.is_alive(t)))
+
+    j = e.spawn(joiner)
+    while e.is_alive(j):
+        e.send(j, "noise")
+        e.receive(lambda m: NOMATCH, timeout=0.002)
+    assert ("timed_out", True) == e.receive(lambda m: m if type(m) is tuple else NOMATCH, timeout=5)
+    e.exit(t, "kill")
+
+
 def test_spawn_unknown_option_or_non_callable_is_badarg():
     """spawn refuses a non-callable and an unknown dispatcher, spawning nothing."""
     before = e.processes()

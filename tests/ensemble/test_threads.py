@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 
+import gevent
 import gevent.monkey
 import pytest
 
@@ -143,3 +144,100 @@ def test_call_soon_callbacks_run_in_call_order_and_an_error_does_not_stop_the_hu
     assert [take("cb")[1], take("cb")[1]] == [1, 2]
     ensemble.spawn(lambda: ensemble.send(me, ("alive",)), dispatcher=carrier)  # the carrier goes on
     take("alive")
+
+
+def test_yield_runs_woken_processes_and_scheduled_greenlets_first(carrier):
+    """A process woken by a message and a gevent greenlet already scheduled both run before the
+    yielding process resumes, in the order they were made runnable."""
+    me = ensemble.self()
+
+    def caller():
+        order = []
+
+        def waiter():
+            ensemble.receive()
+            order.append("woken")
+
+        w = ensemble.spawn(waiter, dispatcher=carrier)
+        ensemble.receive(lambda m: NOMATCH, timeout=0.01)  # w parks in its receive
+        ensemble.send(w, "go")  # w is runnable now
+        gevent.spawn(order.append, "greenlet")  # a switch already scheduled
+        dispatcher.yield_()
+        order.append("caller")
+        ensemble.send(me, ("order", order))
+
+    ensemble.spawn(caller, dispatcher=carrier)
+    assert take("order")[1] == ["woken", "greenlet", "caller"]
+
+
+@pytest.mark.parametrize("reason, trap", [("kill", False), ("shutdown", False), ("shutdown", True)])
+def test_an_exit_signal_while_yielded_lands_there(carrier, reason, trap):
+    """A process doomed while it waits in yield_ dies there: the code after the yield never
+    runs, its finally blocks do; a trapping one gets the EXIT message and goes on."""
+    log: list = []
+
+    def victim(killer):
+        ensemble.trap_exit(trap)
+        try:
+            ensemble.send(killer, ensemble.self())  # the killer is runnable before we yield
+            dispatcher.yield_()
+            log.append(("after", ensemble.receive(timeout=0)))
+        finally:
+            log.append("finally")  # a call into ensemble here would raise again: none
+
+    def killer():
+        ensemble.exit(ensemble.receive(), reason)  # the victim, waiting in yield_
+
+    k = ensemble.spawn(killer, dispatcher=carrier)
+    ensemble.spawn_monitor(victim, k, dispatcher=carrier)
+    down = take("DOWN")
+    if trap:
+        assert down[4] == "normal"
+        assert log == [("after", ("EXIT", k, "shutdown")), "finally"]
+    else:
+        assert down[4] == ("killed" if reason == "kill" else reason)
+        assert log == ["finally"]
+
+
+def test_an_exception_thrown_into_a_yield_cancels_its_resume(carrier):
+    """An exception thrown into a process waiting in yield_ (a gevent Timeout does that) ends the
+    yield; the yield's resume never switches into the process's next wait."""
+    import gevent.event
+
+    me = ensemble.self()
+    later = gevent.event.AsyncResult()
+
+    def victim():
+        g = gevent.getcurrent()
+        dispatcher.call_soon(g.throw, KeyError("thrown"))  # runs before the yield's resume
+        try:
+            dispatcher.yield_()
+        except KeyError as e:
+            caught = e.args[0]
+        else:
+            caught = None
+        ensemble.send(me, ("caught", caught))
+        try:
+            got = later.get(timeout=WAIT)  # a raw gevent wait: a stale resume would break it
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            got = repr(e)
+        ensemble.send(me, ("got", got))
+
+    ensemble.spawn(victim, dispatcher=carrier)
+    assert take("caught")[1] == "thrown"
+    ensemble.receive(lambda m: NOMATCH, timeout=0.05)  # the victim's carrier has run its callbacks
+    later.set("value")
+    assert take("got")[1] == "value"
+
+
+def test_yield_from_a_greenlet_that_is_not_a_process():
+    """A plain gevent greenlet yields too (through gevent), and gets no shell process."""
+    order = []
+
+    def plain():
+        gevent.spawn(order.append, "other")
+        dispatcher.yield_()
+        order.append("plain")
+
+    gevent.spawn(plain).join(timeout=WAIT)
+    assert order == ["other", "plain"]
