@@ -14,6 +14,17 @@ carrier as its workers, has yielded to them to collect their completions
 (see ``_PoolServer._completions``): then the worker adds its count to its
 subscription's ``done`` cell, which the pool reads as soon as it resumes --
 the same ask, without a message to send and to take out of the mailbox.
+
+A :func:`~constellation.worker_pool.call` pushes its event wrapped in a
+:class:`_Call` through the same runtime, buffer and demand as any pushed event.
+While such calls wait undelivered (``_State.undispatched``), the pool scans the
+batches it sends for them, notes which worker holds each, and sends those
+batches as ``(_MIXED, events)``; the worker handles the call's event in order
+with the others and sends ``(_REPLY, call_id, ok, value)`` to the pool, which
+answers the caller.  When a worker dies, the calls it held and had not answered
+fail with :class:`~constellation.worker_pool.WorkerCrashed` (its reply, if any,
+came before its ``DOWN``).  With no call waiting, batches take the usual path
+untouched.
 :mod:`constellation.worker_pool` is the public face.
 """
 
@@ -39,12 +50,14 @@ from ._pool_types import (
     BatchCompleted,
     BatchStarted,
     Config,
+    HandlerFailed,
     PoolError,
     PoolStopped,
     PoolStopping,
     Snapshot,
     SourceManaged,
     StageProtocol,
+    WorkerCrashed,
     WorkerId,
     WorkerReplaced,
     WorkerStarted,
@@ -54,6 +67,7 @@ from .core import StageError
 from .runtime import Cancelled, Events
 
 PUSH = "$constellation.pool.push"
+CALL = "$constellation.pool.call"
 SNAPSHOT = ("$constellation.pool.snapshot",)
 STOP = ("$constellation.pool.stop",)
 _OK = ("ok", None)
@@ -75,6 +89,21 @@ class _Tag:
 
 _BATCH = _Tag("batch")  # pool -> worker: (_BATCH, events); or runtime.Cancelled (quit)
 _READY = _Tag("ready")  # worker -> pool: (_READY, n)
+_MIXED = _Tag("mixed")  # pool -> worker: (_MIXED, events), a batch holding at least one _Call
+_REPLY = _Tag("reply")  # worker -> pool: (_REPLY, call_id, ok, value), the outcome of a call's event
+
+
+class _Call:
+    """A :func:`~constellation.worker_pool.call`'s event in the pool's buffer: ``id`` is the pool's, per call."""
+
+    __slots__ = ("id", "event")
+
+    def __init__(self, id: int, event: Any) -> None:
+        self.id = id
+        self.event = event
+
+    def __repr__(self) -> str:
+        return f"<worker_pool call {self.id}: {self.event!r}>"
 # worker -> pool, a completion: (subscription, count), a _Sub first
 
 
@@ -136,6 +165,9 @@ def _sub_from_wire(n: int, origin: int, serial: int) -> _Sub:
 # What crosses to workers on a dispatcher of OS processes (and back), by name.
 wire_types.register_constant(_BATCH, "constellation.worker_pool:batch")
 wire_types.register_constant(_READY, "constellation.worker_pool:ready")
+wire_types.register_constant(_MIXED, "constellation.worker_pool:mixed")
+wire_types.register_constant(_REPLY, "constellation.worker_pool:reply")
+wire_types.register(_Call, "constellation.worker_pool:Call", to_fields=lambda c: (c.id, c.event))
 wire_types.register(_Sub, "constellation.worker_pool:Sub", to_fields=lambda s: (s.n, *s.key),
                     from_fields=_sub_from_wire)
 wire_types.register(_Board, "constellation.worker_pool:Board", to_fields=lambda b: (), from_fields=_Board)
@@ -159,6 +191,7 @@ def _worker(
     handle_batch: Any,
     handle_event: Any,
     notifier: Any,
+    handle_call: Any = None,
 ) -> None:
     """A worker's life: make its state, then handle batches until told to quit or the pool is gone."""
     owner = e.monitor(pool)
@@ -188,8 +221,58 @@ def _worker(
                 send(pool, (sub, count))
         elif type(msg) is Cancelled:
             return
+        elif type(msg) is tuple and msg and msg[0] is _MIXED:
+            events = msg[1]
+            count = len(events)
+            if notifier is not None:
+                notify(notifier, BatchStarted(wid, count))
+            state = _handle_mixed(pool, state, events, handle_batch, handle_event, handle_call)
+            if notifier is not None:
+                notify(notifier, BatchCompleted(wid, count))
+            if board.open:
+                sub.done += count
+            else:
+                send(pool, (sub, count))
         elif type(msg) is tuple and msg and msg[0] == "DOWN" and msg[1] is owner:
             return
+
+
+def _handle_mixed(pool: Any, state: Any, events: tuple, handle_batch: Any, handle_event: Any,
+                  handle_call: Any) -> Any:
+    """Handle a batch holding calls, in order; answer each call to the pool; the new state.
+
+    A call's event gets ``handle_call`` (its reply is the answer), else the
+    pool's handler (``handle_event``, or ``handle_batch`` on a batch of one)
+    and the answer is the state it returned.  For ``handle_batch``, the plain
+    events between calls go as batches of their own.  A handler that raises on
+    a call's event answers the failure, then the exception goes on (the worker
+    dies, as for any event).
+    """
+    send = e.send
+    run: list = []
+    for ev in events:
+        if type(ev) is _Call:
+            if run:
+                state = handle_batch(state, tuple(run))
+                run = []
+            try:
+                if handle_call is not None:
+                    reply, state = handle_call(state, ev.event)
+                elif handle_event is not None:
+                    state = reply = handle_event(state, ev.event)
+                else:
+                    state = reply = handle_batch(state, (ev.event,))
+            except Exception as err:
+                send(pool, (_REPLY, ev.id, False, err))
+                raise
+            send(pool, (_REPLY, ev.id, True, reply))
+        elif handle_event is not None:
+            state = handle_event(state, ev)
+        else:
+            run.append(ev)
+    if run:
+        state = handle_batch(state, tuple(run))
+    return state
 
 
 class _Worker:
@@ -236,6 +319,9 @@ class _State:
         "notifier_source",
         "source_mref",
         "me",
+        "calls",
+        "undispatched",
+        "call_ids",
     )
 
     def __init__(self) -> None:
@@ -254,6 +340,9 @@ class _State:
         self.notifier_source: Any = None
         self.source_mref: Any = None
         self.me: Any = None
+        self.calls: dict[int, list] = {}  # call id -> [caller's from_, pid of the worker holding it, or None]
+        self.undispatched = 0  # calls in the buffer, not yet sent to a worker
+        self.call_ids = itertools.count(1)
 
 
 #: How many rounds of yielding to the workers one completion message may lead to (see ``_completions``).
@@ -327,6 +416,7 @@ class _PoolServer(gen_server.GenServer):
             cfg.handle_batch,
             cfg.handle_event,
             st.reporter,
+            cfg.handle_call,
             dispatcher=cfg.dispatcher,
         )
         sub.pid = pid
@@ -352,7 +442,7 @@ class _PoolServer(gen_server.GenServer):
         st.order.append(n)
         rt, _ = runtime.subscribe(st.rt, sub, sub, 0, pid)
         st.rt, out = runtime.ask(rt, sub, cfg.prefetch)
-        _execute(out)
+        _execute(out, st)
         return w
 
     # -- effects ------------------------------------------------------------------------
@@ -393,8 +483,10 @@ class _PoolServer(gen_server.GenServer):
                 st.rt, out = runtime.push(st.rt, request[1])
             except StageError as err:
                 return ("reply", ("error", StageProtocol(err)), st)
-            _execute(out)
+            _execute(out, st)
             return ("reply", _OK, st)
+        if tag == CALL:
+            return self._call(request[1], from_, st)
         if request is SNAPSHOT or request == SNAPSHOT:
             workers = tuple(st.workers[n].id for n in st.order)
             return ("reply", ("ok", Snapshot(workers, core.buffer_size(st.rt.state), st.stopping)), st)
@@ -403,6 +495,29 @@ class _PoolServer(gen_server.GenServer):
         if tag == _source.SUPPLY:
             return ("reply", self._supply(st, request), st)
         return ("reply", ("error", PoolError(f"unknown request {request!r}")), st)
+
+    def _call(self, event: Any, from_: Any, st: _State) -> Any:
+        """Push ``event`` as a call (same refusals as a push); the worker's outcome answers it later."""
+        if st.stopping:
+            return ("reply", ("error", AlreadyStopping()), st)
+        if st.reservation is not None:
+            return ("reply", ("error", SourceManaged()), st)
+        cid = next(st.call_ids)
+        try:
+            st.rt, out = runtime.push(st.rt, (_Call(cid, event),))
+        except StageError as err:
+            return ("reply", ("error", StageProtocol(err)), st)
+        st.calls[cid] = [from_, None]
+        st.undispatched += 1
+        _execute(out, st)
+        return ("noreply", st)
+
+    def _answer(self, msg: tuple, st: _State) -> Any:
+        """A worker's outcome for a call's event: answer its caller (once)."""
+        entry = st.calls.pop(msg[1], None)
+        if entry is not None:
+            gen_server.reply(entry[0], ("ok", msg[3]) if msg[2] else ("error", HandlerFailed(msg[3])))
+        return ("noreply", st)
 
     def _stop(self, from_: Any, st: _State) -> Any:
         if st.stopping:
@@ -420,7 +535,7 @@ class _PoolServer(gen_server.GenServer):
     def _begin_shutdown(self, st: _State) -> Any:
         st.shutdown_started = True
         st.rt, out = runtime.shutdown(st.rt)
-        _execute(out)  # a quit queued behind each worker's pending batches
+        _execute(out, st)  # a quit queued behind each worker's pending batches
         if not st.workers:
             return self._finish(st)
         return ("noreply", st)
@@ -449,7 +564,7 @@ class _PoolServer(gen_server.GenServer):
                 return ("error", sc.SourceUnavailable(err))  # neither the reservation nor the stage moves
             st.rt = rt
             st.reservation = reservation
-            _execute(out)
+            _execute(out, st)
         self._reconcile(st)
         return ("ok", result)
 
@@ -475,6 +590,8 @@ class _PoolServer(gen_server.GenServer):
         if type(msg) is tuple:
             if len(msg) == 2 and type(msg[0]) is _Sub:  # the hot path: renew what the workers completed
                 return self._completions(msg, st)
+            if msg[0] is _REPLY and len(msg) == 4:
+                return self._answer(msg, st)
             if msg[0] == "DOWN" and len(msg) == 5:
                 return self._down(msg[1], msg[4], st)
         return ("noreply", st)
@@ -533,8 +650,12 @@ class _PoolServer(gen_server.GenServer):
             if not asks:
                 return ("noreply", st)
             st.rt, out = _ask_all(st.rt, asks)  # never fails: every id is routed, every count > 0
-            for sub, events in out:
-                _send(sub.pid, (_BATCH, events))
+            if st.undispatched:
+                for sub, events in out:
+                    _send(sub.pid, (_MIXED if _holds_calls(st, sub.pid, events) else _BATCH, events))
+            else:
+                for sub, events in out:
+                    _send(sub.pid, (_BATCH, events))
             if st.stopping:
                 if core.buffer_size(st.rt.state) == 0:
                     return self._begin_shutdown(st)
@@ -560,13 +681,15 @@ class _PoolServer(gen_server.GenServer):
         del st.workers[n]
         st.order.remove(n)
         self._report(st, WorkerStopped(w.id, w.slot))
+        if st.calls:
+            _fail_calls(st, w, reason)
         if st.shutdown_started:
             if not st.workers:
                 return self._finish(st)
             return ("noreply", st)
         # at-most-once: the dead worker's batch and outstanding demand are dropped
         st.rt, out = runtime.participant_down(st.rt, w.sub)
-        _execute(out)  # the dead worker's Cancelled is dropped (ensemble drops a message to an exited pid)
+        _execute(out, st)  # the dead worker's Cancelled is dropped (ensemble drops a message to an exited pid)
         try:
             replacement = self._start_worker(st, w.slot)
         except _WorkerStartFailed as err:
@@ -599,8 +722,42 @@ def _turn(board: _Board, routes: dict, asks: list) -> None:
             asks.append((sub, done))
 
 
-def _execute(out: list) -> None:
-    """Carry out the runtime's deliveries, in order: a batch goes as ``(_BATCH, events)``, Cancelled as it is."""
+def _holds_calls(st: _State, pid: Any, events: tuple) -> bool:
+    """Whether ``events`` (going to worker ``pid``) hold undispatched calls; notes ``pid`` as their holder."""
+    found = False
+    calls = st.calls
+    for ev in events:
+        if type(ev) is _Call:
+            found = True
+            entry = calls.get(ev.id)
+            if entry is not None:
+                entry[1] = pid
+            st.undispatched -= 1
+            if not st.undispatched:
+                break
+    return found
+
+
+def _fail_calls(st: _State, w: _Worker, reason: Any) -> None:
+    """Fail the calls dead worker ``w`` held and had not answered (its replies came before its DOWN)."""
+    pid = w.pid
+    lost = [cid for cid, entry in st.calls.items() if entry[1] is pid]
+    for cid in lost:
+        gen_server.reply(st.calls.pop(cid)[0], ("error", WorkerCrashed(w.id, reason)))
+
+
+def _execute(out: list, st: _State) -> None:
+    """Carry out the runtime's deliveries, in order: a batch goes as ``(_BATCH, events)`` (``(_MIXED, events)``
+    when it holds calls), Cancelled as it is."""
+    if st.undispatched:
+        for d in out:
+            m = d.message
+            if type(m) is Events:
+                events = m.events
+                _send(d.to, (_MIXED if _holds_calls(st, d.to, events) else _BATCH, events))
+            else:
+                _send(d.to, m)
+        return
     for d in out:
         m = d.message
         _send(d.to, (_BATCH, m.events) if type(m) is Events else m)

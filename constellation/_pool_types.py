@@ -31,7 +31,8 @@ class Config:
     and the supervisor's shutdown wait; ``buffer_capacity`` bounds undelivered
     events (None: unlimited, else an int > 0:
     :func:`constellation.core.check_buffer_capacity`); ``reporter`` gets the lifecycle :data:`Event` s;
-    ``dispatcher`` is where the workers run.
+    ``dispatcher`` is where the workers run; ``handle_call`` (None: the
+    pool's handler) handles the events of :func:`~constellation.worker_pool.call`.
     """
 
     size: int
@@ -43,6 +44,7 @@ class Config:
     buffer_capacity: int | None = None
     reporter: Callable[[Any], Any] | None = None
     dispatcher: str = "default"
+    handle_call: Callable[[Any, Any], tuple[Any, Any]] | None = None
 
 
 def new(
@@ -55,12 +57,17 @@ def new(
     buffer_capacity: int | None = None,
     reporter: Callable[[Any], Any] | None = None,
     dispatcher: str = "default",
+    handle_call: Callable[[Any, Any], tuple[Any, Any]] | None = None,
 ) -> Config:
     """A pool whose workers run ``state = handle_batch(state, events)`` per batch (events: a tuple).
 
-    ``initial_state(slot)`` makes each worker's first state.
+    ``initial_state(slot)`` makes each worker's first state.  ``handle_call``
+    (optional) is what a :func:`~constellation.worker_pool.call`'s event gets:
+    ``(reply, state) = handle_call(state, event)``; without it the call's event
+    is handled as a batch of one and the call answers the state it returned.
     """
-    return Config(size, prefetch, initial_state, handle_batch, None, timeout, buffer_capacity, reporter, dispatcher)
+    return Config(size, prefetch, initial_state, handle_batch, None, timeout, buffer_capacity, reporter, dispatcher,
+                  handle_call)
 
 
 def each(
@@ -73,9 +80,17 @@ def each(
     buffer_capacity: int | None = None,
     reporter: Callable[[Any], Any] | None = None,
     dispatcher: str = "default",
+    handle_call: Callable[[Any, Any], tuple[Any, Any]] | None = None,
 ) -> Config:
-    """A pool whose workers fold ``state = handle_event(state, event)`` over each batch, in order."""
-    return Config(size, prefetch, initial_state, None, handle_event, timeout, buffer_capacity, reporter, dispatcher)
+    """A pool whose workers fold ``state = handle_event(state, event)`` over each batch, in order.
+
+    ``handle_call`` (optional) is what a :func:`~constellation.worker_pool.call`'s
+    event gets instead: ``(reply, state) = handle_call(state, event)``; without
+    it the call's event goes through ``handle_event`` and the call answers the
+    state it returned.
+    """
+    return Config(size, prefetch, initial_state, None, handle_event, timeout, buffer_capacity, reporter, dispatcher,
+                  handle_call)
 
 
 def with_timeout(config: Config, seconds: float) -> Config:
@@ -96,6 +111,12 @@ def with_reporter(config: Config, reporter: Callable[[Any], Any] | None) -> Conf
 def with_dispatcher(config: Config, dispatcher: str) -> Config:
     """``config`` with its workers on another ensemble dispatcher."""
     return replace(config, dispatcher=dispatcher)
+
+
+def with_handle_call(config: Config, handle_call: Callable[[Any, Any], tuple[Any, Any]] | None) -> Config:
+    """``config`` whose :func:`~constellation.worker_pool.call` events get ``(reply, state) = handle_call(state, event)``
+    (None: the pool's own handler, and the call answers the state it returned)."""
+    return replace(config, handle_call=handle_call)
 
 
 class InvalidSize(ConfigError):
@@ -282,3 +303,47 @@ class StageProtocol(PoolError):
 
     def __repr__(self) -> str:
         return f"StageProtocol({self.error!r})"
+
+
+class HandlerFailed(PoolError):
+    """The handler raised on a :func:`~constellation.worker_pool.call`'s event; ``error`` is what it raised.
+
+    :func:`~constellation.worker_pool.call` raises it ``from error``.  As for
+    any event whose handler raises, the worker died and was replaced; the rest
+    of its batch is lost (at-most-once).
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(f"the worker pool's handler raised on the call's event: {error!r}")
+        self.error = error
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is HandlerFailed and self.error is other.error
+
+    def __hash__(self) -> int:
+        return hash((HandlerFailed, id(self.error)))
+
+    def __repr__(self) -> str:
+        return f"HandlerFailed({self.error!r})"
+
+
+class WorkerCrashed(PoolError):
+    """The worker holding a :func:`~constellation.worker_pool.call`'s event died before its handler returned for it.
+
+    ``worker`` is its :class:`WorkerId`, ``reason`` its exit reason.  The event
+    is not retried (at-most-once): the handler may or may not have started on it.
+    """
+
+    def __init__(self, worker: WorkerId, reason: Any) -> None:
+        super().__init__(f"worker {worker.value} died before answering the call ({reason!r})")
+        self.worker = worker
+        self.reason = reason
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is WorkerCrashed and (self.worker, self.reason) == (other.worker, other.reason)
+
+    def __hash__(self) -> int:
+        return hash((WorkerCrashed, self.worker))
+
+    def __repr__(self) -> str:
+        return f"WorkerCrashed({self.worker!r}, {self.reason!r})"

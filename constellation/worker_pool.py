@@ -11,8 +11,17 @@ renews only the capacity it completed, after the handler returned::
     config = worker_pool.each(size=4, prefetch=8, initial_state=lambda slot: 0,
                               handle_event=lambda processed, event: processed + 1)
     pool = worker_pool.start(config)
-    worker_pool.push(pool, [1, 2, 3, 4])
+    worker_pool.push(pool, [1, 2, 3, 4])  # fire and forget: returns once the events are accepted
+    worker_pool.call(pool, 5)             # what handle_event returned for 5: its worker's new count
     worker_pool.stop(pool)          # drains everything accepted, then answers
+
+:func:`call` sends one event through the same buffer and demand as
+:func:`push` and answers what the handler returned for it: ``handle_call``'s
+reply when the config has one (``(reply, state) = handle_call(state,
+event)``), else the state the pool's handler returned.  It raises
+:class:`HandlerFailed` (from the handler's exception) when the handler raises
+on it, :class:`WorkerCrashed` when its worker dies before answering, and
+:class:`PoolTimeout` when no answer comes in time.
 
 At most ``size * prefetch`` events are outstanding.  A worker that dies is
 replaced in the same slot with the next monotonic :class:`WorkerId`; the batch
@@ -26,7 +35,8 @@ Errors are exceptions: configuration errors (:class:`InvalidSize`,
 :class:`InvalidBufferCapacity`, checked in that order by every ``start*`` and
 :func:`supervised`), :class:`ActorStart` when the pool process fails to start,
 and :class:`PoolUnavailable`, :class:`PoolTimeout`, :class:`AlreadyStopping`,
-:class:`SourceManaged` and :class:`StageProtocol` from the calls.  A
+:class:`SourceManaged` and :class:`StageProtocol` from the calls (and
+:class:`HandlerFailed`, :class:`WorkerCrashed` from :func:`call`).  A
 :class:`PoolTimeout` means "no answer in time", not "rejected": the request
 may still be applied (and a ``stop`` keeps draining), so retry only idempotent
 operations.  Reporter and source callbacks run in notifier processes, never in
@@ -43,6 +53,7 @@ import ensemble as e
 from ensemble import CallError, StartError, gen_server
 
 from . import source as _source
+from ._pool_server import CALL as _CALL
 from ._pool_server import PUSH as _PUSH
 from ._pool_server import SNAPSHOT as _SNAPSHOT
 from ._pool_server import STOP as _STOP
@@ -56,6 +67,7 @@ from ._pool_types import (
     Config,
     ConfigError,
     Event,
+    HandlerFailed,
     InvalidBufferCapacity,
     InvalidPrefetch,
     InvalidSize,
@@ -68,6 +80,7 @@ from ._pool_types import (
     Snapshot,
     SourceManaged,
     StageProtocol,
+    WorkerCrashed,
     WorkerId,
     WorkerReplaced,
     WorkerStarted,
@@ -77,6 +90,7 @@ from ._pool_types import (
     validate,
     with_buffer_capacity,
     with_dispatcher,
+    with_handle_call,
     with_reporter,
     with_timeout,
     worker_id_to_int,
@@ -91,6 +105,7 @@ __all__ = [
     "with_buffer_capacity",
     "with_reporter",
     "with_dispatcher",
+    "with_handle_call",
     "validate",
     "WorkerId",
     "worker_id_to_int",
@@ -115,6 +130,8 @@ __all__ = [
     "AlreadyStopping",
     "SourceManaged",
     "StageProtocol",
+    "HandlerFailed",
+    "WorkerCrashed",
     "Pool",
     "start",
     "start_link",
@@ -122,6 +139,7 @@ __all__ = [
     "start_with_source_link",
     "supervised",
     "push",
+    "call",
     "snapshot",
     "stop",
 ]
@@ -164,6 +182,10 @@ class Pool:
         """:func:`push` on this pool."""
         push(self, events)
 
+    def call(self, event: Any, timeout: float | None = None) -> Any:
+        """:func:`call` on this pool."""
+        return call(self, event, timeout)
+
     def snapshot(self) -> Snapshot:
         """:func:`snapshot` of this pool."""
         return snapshot(self)
@@ -173,9 +195,9 @@ class Pool:
         stop(self)
 
 
-def _call(pool: Pool, request: Any) -> Any:
+def _call(pool: Pool, request: Any, timeout: float | None = None) -> Any:
     try:
-        answer = gen_server.call(pool.name, request, pool.timeout)
+        answer = gen_server.call(pool.name, request, pool.timeout if timeout is None else timeout)
     except CallError as err:
         if err.reason == "timeout":
             raise PoolTimeout() from None
@@ -196,6 +218,33 @@ def push(pool: Pool, events: Sequence[Any]) -> None:
     if type(events) is not tuple:
         events = tuple(events)
     _call(pool, (_PUSH, events))
+
+
+def call(pool: Pool, event: Any, timeout: float | None = None) -> Any:
+    """Handle ``event`` in the pool and answer the handler's result for it.
+
+    The event is pushed like :func:`push`'s (same buffer, same demand, same
+    refusals, in order with the pushes before it) and handled by whichever
+    worker gets it, in order within its batch.  The answer is
+    ``handle_call``'s reply when the config has one (``(reply, state) =
+    handle_call(state, event)``), else the state the pool's handler returned
+    for it (``handle_event(state, event)``, or ``handle_batch(state,
+    (event,))``).  ``timeout`` is in seconds (None: the pool's timeout;
+    ``math.inf``: no limit).
+
+    Raises :class:`HandlerFailed` ``from`` the handler's exception when it
+    raised on this event (its worker died and was replaced, as for any raising
+    handler); :class:`WorkerCrashed` when the worker holding the event died
+    before the handler returned for it (it is not retried: at-most-once);
+    :class:`AlreadyStopping`, :class:`SourceManaged`, :class:`StageProtocol`
+    (``BufferCapacityExceeded``: not taken) as :func:`push` does;
+    :class:`PoolTimeout` (the event may still be handled; the late answer is
+    dropped) or :class:`PoolUnavailable` (the pool stopped or crashed meanwhile).
+    """
+    try:
+        return _call(pool, (_CALL, event), timeout)
+    except HandlerFailed as err:
+        raise err from err.error
 
 
 def snapshot(pool: Pool) -> Snapshot:
