@@ -115,21 +115,7 @@ class BlobStore:
             final = self.path(name)
             if os.path.exists(final):
                 continue  # renamed only once whole and synced: the directory sync below makes it durable
-            tmp = final + ".tmp"
-            try:
-                fd = disk.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-                try:
-                    disk.write(fd, content)
-                    disk.fsync(fd)
-                finally:
-                    disk.close(fd)
-                disk.rename(tmp, final)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            disk.write_whole(final, content)  # the directory sync below, once, makes them durable
             self.written += 1
         disk.fsync_dir(self.dir)
         self.durable.update(n for n, _ in todo)

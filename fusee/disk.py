@@ -119,9 +119,10 @@ class Disk:
         finally:
             os.close(fd)
 
-    def write_atomically(self, path: str, data: bytes) -> None:
-        """Replace file ``path`` by ``data`` all or nothing: a ``.tmp`` file written and synced, renamed,
-        its directory synced.  On any failure the ``.tmp`` file is removed and the old file is untouched."""
+    def write_whole(self, path: str, data: bytes) -> None:
+        """Replace file ``path`` by ``data`` all or nothing, its content synced: a ``.tmp`` file written
+        and synced, then renamed (durable once the caller syncs the directory).  On any failure the
+        ``.tmp`` file is removed and the old file is untouched."""
         tmp = path + ".tmp"
         try:
             fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -129,7 +130,7 @@ class Disk:
                 self.write(fd, data)
                 self.fsync(fd)
             finally:
-                os.close(fd)
+                self.close(fd)
             self.rename(tmp, path)
         except BaseException:
             try:
@@ -137,6 +138,10 @@ class Disk:
             except OSError:
                 pass
             raise
+
+    def write_atomically(self, path: str, data: bytes) -> None:
+        """:meth:`write_whole`, then its directory synced: durable on return."""
+        self.write_whole(path, data)
         self.fsync_dir(os.path.dirname(path) or ".")
 
 
