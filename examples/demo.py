@@ -1,127 +1,150 @@
-"""A tour of ensemble in one run: a job service built from processes, then a supervised application.
+"""The whole stack in one run: orders flow through a supervised pipeline into durable workflows.
 
-    python examples/demo.py
+    python examples/demo.py                  # about 5 s in a temporary directory, then exits
+    python examples/demo.py --data DIR       # keep fusee's journal in DIR
+    python examples/demo.py --serve          # stay up with both web UIs until Ctrl-C
 
-A registered ``"jobs"`` process hands out work to workers it spawns and
-links to; it traps exits, so a crashing worker becomes a message and the
-job is retried.  A slow job runs on the ``"blocking"`` dispatcher (its own OS
-thread) and calls the real, unpatched ``time.sleep`` without stalling the
-rest.  Timers, monitors, selective receive and the shell process appear on
-the way.  Everything runs on the embedded runtime: no server to start.
+An ensemble supervisor runs a constellation pipeline: a feeder process takes orders from a
+stage and pushes them into a worker pool, whose workers start one fusee workflow per order
+(reserve, charge, ship: each step durable in the journal).  fusee's web UI and ensemble's
+observer are served on loopback.  One worker crashes on purpose: the pool replaces it, but
+the pool is at-most-once (a dead worker's batch is not retried), so the demo re-pushes what
+that batch held; starting a workflow under the order's ID attaches to a run that already
+exists, so nothing runs twice, and the end checks every accepted order completed.
 """
 
 from __future__ import annotations
 
+import argparse
+import signal
+import tempfile
 import time
+import urllib.request
 
-from gevent import monkey
+import gevent
+import gevent.event
 
 import ensemble as e
-from ensemble import NOMATCH, timer
+import ensemble.observer
+import constellation
+import fusee
+from constellation import worker_pool
+from ensemble import supervisor, timer
 
-real_sleep = monkey.get_original("time", "sleep")
-
-
-def worker(job):
-    """Do one job: square a number, crash on "bad", block on "slow"."""
-    kind, n = job
-    if kind == "bad":
-        raise ValueError(f"cannot do job {n}")
-    if kind == "slow":
-        real_sleep(0.2)  # blocks this carrier thread only
-    return n * n
+WAVE, EVERY, CRASH_AT, PROGRESS = 10, 0.05, 42, 100  # orders per wave, seconds between waves
+MAIN = e.self()  # this script's main greenlet is a shell process: the pipeline reports to it
+crashed = []
 
 
-def jobs_service():
-    """Run each job in a linked worker; retry a crashed job once, report results."""
-    e.trap_exit(True)
-    running = {}  # pid -> (job, reply_to, attempt)
+@fusee.workflow("order", version=1)
+def process_order(ctx, order):
+    ctx.step("reserve", lambda: {"sku": order["sku"], "qty": order["qty"]})
+    receipt = ctx.step("charge", lambda s: {"amount": order["qty"] * 3, "key": s.key})
+    ctx.step("ship", lambda: e.send(MAIN, ("done", order["id"])))
+    return {"order": order["id"], "charged": receipt["amount"]}
+
+
+def handle_batch(engine):
+    def handle(slot, orders):
+        """A worker's handler: start each order's workflow; crash once, halfway through a batch."""
+        e.send(MAIN, ("held", e.self(), orders))  # what this worker holds, in case it dies
+        for order in orders:
+            if order["n"] == CRASH_AT and not crashed:
+                crashed.append(order["id"])
+                raise RuntimeError(f"worker crashed on purpose on {order['id']}")
+            engine.start(process_order, order["id"], order, id_policy=fusee.IdPolicy.ATTACH)
+        e.send(MAIN, ("started", e.self()))
+        return slot
+    return handle
+
+
+def feeder(stage, pool):
+    """The pipeline's middle: take what the stage releases, push it into the pool, ask again."""
+    stage.subscribe("orders", "feeder")
+    stage.ask("orders", 4 * WAVE)
     while True:
-        msg = e.receive()
+        _, _, events = e.receive(lambda m: m if m[:2] == ("events", "orders") else e.NOMATCH)
+        pool.push(events)
+        stage.ask("orders", len(events))
+
+
+def answers(url):
+    """GET ``url`` from an OS thread (urllib blocks; the servers run on this thread's hub)."""
+    def get():
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status
+    return gevent.get_hub().threadpool.apply(get)
+
+
+def main(data: str, seconds: float, serve: bool) -> None:
+    engine = fusee.Engine.open(data, workflows=[process_order], http="127.0.0.1:0")
+    observer = ensemble.observer.serve("127.0.0.1:0", log=None)
+    observer_url = f"http://127.0.0.1:{observer.address[1]}/"
+    print(f"fusee UI:          {engine.http_url}  (runs, steps, in {data})")
+    print(f"ensemble observer: {observer_url}  (processes, the supervision tree)")
+    print(f"both answer: fusee {answers(engine.http_url)}, observer {answers(observer_url)}")
+    print("(the crash report below is the logger's, for the worker that crashes on purpose)")
+
+    config = worker_pool.new(size=4, prefetch=WAVE, initial_state=lambda slot: slot,
+                             handle_batch=handle_batch(engine))
+    stage = constellation.start()
+    pool_spec = worker_pool.supervised(config, id="pool")
+    pool = pool_spec["pool"]
+    sup = supervisor.start({"strategy": "one_for_one"}, [
+        pool_spec, {"id": "feeder", "start": lambda: e.spawn_link(feeder, stage, pool)}])
+
+    accepted, done, held = [], set(), {}
+    first = len(engine.list())  # with --data DIR of an earlier run: new order IDs after its own
+    ticker = timer.send_interval(EVERY, MAIN, "tick")
+    deadline = time.monotonic() + seconds
+    while len(done) < len(accepted) or time.monotonic() < deadline:
+        msg = e.receive(timeout=10)
         match msg:
-            case ("run", job, reply_to):
-                where = "blocking" if job[0] == "slow" else "default"
-                pid = e.spawn_link(_report, job, dispatcher=where)
-                running[pid] = (job, reply_to, 1)
-            case ("done", pid, result):
-                job, reply_to, _ = running.pop(pid)
-                e.send(reply_to, ("result", job, result))
-            case ("EXIT", pid, reason) if pid in running and reason != "normal":
-                job, reply_to, attempt = running.pop(pid)
-                if attempt == 1:
-                    retry = ("ok", job[1])  # the retry gets a cleaned-up job
-                    new = e.spawn_link(_report, retry)
-                    running[new] = (job, reply_to, 2)
-                    print(f"  jobs: {job} crashed with {reason!r}, retrying as {retry}")
-                else:
-                    e.send(reply_to, ("failed", job, reason))
-            case ("EXIT", _, "normal"):
-                pass
-            case "stop":
-                return "stopped"
+            case "tick" if time.monotonic() < deadline:
+                wave = [{"id": f"order-{first + n:05d}", "n": n, "sku": "tea", "qty": 1 + n % 3}
+                        for n in range(len(accepted), len(accepted) + WAVE)]
+                accepted += [o["id"] for o in wave]
+                stage.push(wave)
+            case ("held", worker, orders):
+                if worker not in held:
+                    e.monitor(worker)  # its death comes as a DOWN message, after what it held
+                held[worker] = orders
+            case ("started", worker):
+                held[worker] = []
+            case ("DOWN", _, "process", worker, reason) if held.get(worker):
+                lost = held.pop(worker)
+                print(f"  a worker crashed ({reason}) holding {len(lost)} orders; the pool replaces it, "
+                      "but is at-most-once: re-pushing them")
+                stage.push(lost)
+            case ("done", order_id) if order_id not in done:
+                done.add(order_id)
+                if len(done) % PROGRESS == 0:
+                    print(f"  {len(done)} workflows done")
+            case e.TIMEOUT:
+                raise SystemExit(f"stalled: {len(done)} of {len(accepted)} orders done")
+    timer.cancel(ticker)
 
-
-def _report(job):
-    """A worker process: compute, then tell the service."""
-    e.send("jobs", ("done", e.self(), worker(job)))
-
-
-def add(total, msg):
-    """The counter actor's handler: add a number, or answer ("get", reply_to)."""
-    match msg:
-        case ("get", reply_to):
-            e.send(reply_to, ("total", total))
-            return total
-        case n:
-            return total + n
-
-
-def main() -> None:
-    print("ensemble demo: a job service built from processes")
-    print("(the crash report below is the logger's, for the job that crashes on purpose)")
-    service = e.spawn(jobs_service, name="jobs")
-    me = e.self()  # this script's main greenlet is a shell process, as in Erlang's shell
-    watch = e.monitor(service)
-
-    started = time.monotonic()
-    for job in [("ok", 2), ("slow", 3), ("bad", 4), ("ok", 5)]:
-        e.send("jobs", ("run", job, me))
-
-    # A timer sends a reminder to ourselves; selective receive takes results first.
-    timer.send_after(0.05, me, "tick")
-    results = {}
-    while len(results) < 4:
-        msg = e.receive(
-            lambda m: m if type(m) is tuple and m[0] in ("result", "failed") else NOMATCH,
-            timeout=5,
-        )
-        assert msg is not e.TIMEOUT, "the service stopped answering"
-        _, job, value = msg
-        results[job] = value
-        print(f"  got {msg[0]:>6} for {job}: {value!r}")
-    print(f"  all jobs answered in {time.monotonic() - started:.2f}s "
-          "(the slow one slept on its own carrier thread)")
-    print(f"  the timer's message waited in the mailbox: {e.receive(timeout=1)!r}")
-
-    # An actor with state: spawn_actor folds each message into it.
-    counter = e.spawn_actor(add, 0)
-    for n in range(1, 11):
-        e.send(counter, n)
-    e.send(counter, ("get", me))
-    total = e.receive(lambda m: m[1] if m[:1] == ("total",) else NOMATCH, timeout=5)
-    print(f"  counter actor's total after 1..10: {total} (state(pid) agrees: {e.state(counter)})")
-
-    # Stop the service and watch it go through the monitor.
-    e.send("jobs", "stop")
-    down = e.receive(lambda m: m if m[:2] == ("DOWN", watch) else NOMATCH, timeout=5)
-    print(f"  monitor saw: {down}")
-    e.exit(counter, "kill")
-    print(f"  counter ended with {e.exit_reason(counter, timeout=5)!r}")
+    workers = [worker_pool.worker_id_to_int(w) for w in worker_pool.snapshot(pool).workers]
+    completed = {d["id"] for d in engine.list(status="completed")}  # read back from the journal
+    assert crashed and completed >= set(accepted), "an accepted order was lost"
+    print(f"pool workers now: {workers} (the crashed one was replaced)")
+    print(f"{len(accepted)} orders accepted, every one's workflow completed "
+          f"({len(completed)} completed runs in the journal), the crash on {crashed[0]} survived")
+    if serve:
+        stop = gevent.event.Event()
+        gevent.signal_handler(signal.SIGINT, stop.set)
+        print("serving; Ctrl-C to stop", flush=True)
+        stop.wait()
+    supervisor.stop(sup)
+    stage.stop()
+    observer.stop()
+    engine.close()
 
 
 if __name__ == "__main__":
-    main()
-    print()
-    import supervised  # examples/supervised.py: the same ideas as an OTP application
-
-    supervised.main()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", help="fusee's data directory (default: a new temporary one)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="how long orders keep coming")
+    parser.add_argument("--serve", action="store_true", help="stay up after the run, until Ctrl-C")
+    args = parser.parse_args()
+    main(args.data or tempfile.mkdtemp(prefix="ensemble-demo-"), args.seconds, args.serve)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,12 +22,37 @@ def run_example(name: str, *args: str) -> str:
     return done.stdout
 
 
-def test_demo_runs_the_job_service_and_the_supervised_application():
-    """examples/demo.py answers every job, retries the crashed one, then runs the supervised tree."""
+def test_demo_runs_the_whole_stack_survives_the_crash_and_loses_no_order():
+    """examples/demo.py, as the Quick start runs it: both web UIs answer 200 on loopback while it runs,
+    the worker that crashes on purpose is replaced and its batch re-pushed, every accepted order's
+    workflow completes (progress a line per 100), and it exits by itself; ``--serve`` stays up until SIGINT."""
     out = run_example("demo.py")
-    assert "got result for ('bad', 4): 16" in out
-    assert "counter actor's total after 1..10: 55" in out
-    assert "orders placed, counted by the undisturbed sibling: 7" in out
+    lines = out.splitlines()
+    assert lines[0].startswith("fusee UI:          http://127.0.0.1:")
+    assert lines[1].startswith("ensemble observer: http://127.0.0.1:")
+    assert "both answer: fusee 200, observer 200" in out
+    assert 1 == out.count("a worker crashed (worker crashed on purpose on order-00042) holding ")
+    workers = next(line for line in lines if line.startswith("pool workers now: "))
+    ids = [int(w) for w in workers.split("[")[1].split("]")[0].split(", ")]
+    assert 4 == len(set(ids)) and 5 in ids  # one of workers 1-4 crashed and worker 5 took its slot
+    last = lines[-1]
+    assert last.endswith("orders accepted, every one's workflow completed "
+                         f"({last.split()[0]} completed runs in the journal), the crash on order-00042 survived")
+    accepted = int(last.split()[0])
+    assert accepted > 0 and accepted % 10 == 0
+    assert [line for line in lines if line.endswith("workflows done")] == [
+        f"  {n} workflows done" for n in range(100, accepted + 1, 100)]
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    with subprocess.Popen([sys.executable, str(ROOT / "examples" / "demo.py"), "--seconds", "1", "--serve"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=str(ROOT)) as p:
+        try:
+            assert "serving; Ctrl-C to stop\n" in iter(p.stdout.readline, "")  # blocks until the line comes
+            assert p.poll() is None
+            p.send_signal(signal.SIGINT)
+            assert 0 == p.wait(timeout=30)
+        finally:
+            p.kill()
 
 
 def test_supervised_example_restarts_the_crashing_worker_twice():
