@@ -26,7 +26,7 @@ def test_demo_runs_the_whole_stack_survives_the_crash_and_loses_no_order():
     """examples/demo.py, as the Quick start runs it: both web UIs answer 200 on loopback while it runs,
     the worker that crashes on purpose is replaced and its batch re-pushed, every accepted order's
     workflow completes (progress a line per 100), and it exits by itself; ``--serve`` stays up until SIGINT."""
-    out = run_example("demo.py")
+    out = run_example("demo.py", "--seconds", "2")  # the Quick start runs 5 s; 2 s hold 400 orders, the crash at the 42nd
     lines = out.splitlines()
     assert lines[0].startswith("fusee UI:          http://127.0.0.1:")
     assert lines[1].startswith("ensemble observer: http://127.0.0.1:")
