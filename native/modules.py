@@ -24,5 +24,6 @@ MODULES = [
         uint32_t crc32c_update(uint32_t value, const char *buf, size_t len);
         uint32_t crc32c_portable(uint32_t value, const char *buf, size_t len);
         int crc32c_hw(void);
+        long crc32c_fill_frames(char *buf, size_t size);
     """),
 ]

@@ -13,6 +13,7 @@ import array
 import importlib
 import importlib.util
 import os
+import struct
 import zlib
 
 import pytest
@@ -153,3 +154,57 @@ def test_native_equals_python(data, value, offset):
     assert lib.crc32c_portable(value, buf + offset, len(data)) == want
     if mod.crc32c_native is not None:  # and the wrapper fusee.crc32c uses
         assert mod.crc32c_native(memoryview(bytes(offset) + data)[offset:], value) == want
+
+
+# -- fill_frames: every checksum of a flush batch in one call ----------------------------------
+
+_FRAME = struct.Struct("<IIQI")
+
+
+def _layout(bodies, first_lsn=1):
+    """Frames with zero checksums, as fusee.segment.encode_batch lays them out before filling."""
+    return bytearray(b"".join(_FRAME.pack(len(b), 0, first_lsn + i, i) + b for i, b in enumerate(bodies)))
+
+
+def _expected(bodies, first_lsn=1):
+    out = b""
+    for i, b in enumerate(bodies):
+        lb = struct.pack("<QI", first_lsn + i, i)
+        out += _FRAME.pack(len(b), mod.crc32c_python(lb + b), first_lsn + i, i) + b
+    return out
+
+
+FILLS = [pytest.param(mod.fill_frames_python, id="python")]
+if BUILT is not None and hasattr(BUILT.lib, "crc32c_fill_frames"):
+    def _native_fill(buf):
+        n = BUILT.lib.crc32c_fill_frames(BUILT.ffi.from_buffer(buf), len(buf))
+        if n < 0:
+            raise ValueError("past the end")
+        return n
+    FILLS.append(pytest.param(_native_fill, id="native"))
+
+
+@pytest.mark.parametrize("fill", FILLS)
+@settings(max_examples=200, deadline=None)
+@given(bodies=st.lists(st.binary(max_size=300), max_size=20), first=st.integers(0, 2**63))
+def test_fill_frames_writes_each_frames_checksum(fill, bodies, first):
+    """Native and fallback write the same checksums, each the frame's own (what encode_frame computes)."""
+    buf = _layout(bodies, first)
+    assert fill(buf) == len(bodies)
+    assert bytes(buf) == _expected(bodies, first)
+
+
+@pytest.mark.parametrize("fill", FILLS)
+@given(bodies=st.lists(st.binary(min_size=1, max_size=50), min_size=1, max_size=5), cut=st.integers(1, 19))
+def test_fill_frames_refuses_a_frame_running_past_the_end(fill, bodies, cut):
+    """A layout whose last frame is cut short (a caller's bug) raises ValueError, whatever the cut."""
+    buf = _layout(bodies)
+    with pytest.raises(ValueError):
+        fill(buf[: len(buf) - cut])
+
+
+def test_fill_frames_is_the_native_one_when_built():
+    if mod.crc32c_native is not None and hasattr(BUILT.lib, "crc32c_fill_frames"):
+        assert mod.fill_frames is not mod.fill_frames_python
+    else:
+        assert mod.fill_frames is mod.fill_frames_python

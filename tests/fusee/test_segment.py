@@ -183,3 +183,11 @@ def test_frame_out_of_lsn_sequence_is_corrupt():
     with pytest.raises(Corrupt) as info:
         seg.scan(data)
     assert seg.HEADER_SIZE + len(first) == info.value.offset
+
+
+@settings(max_examples=100, deadline=None)
+@given(bodies=st.lists(st.binary(max_size=200), min_size=1, max_size=30), first=st.integers(1, 2**40))
+def test_batch_equals_its_frames_one_by_one(bodies, first):
+    """encode_batch (every checksum filled in one call) gives exactly the frames encode_frame gives."""
+    assert seg.encode_batch(first, bodies) == b"".join(
+        seg.encode_frame(first + i, i, b) for i, b in enumerate(bodies))
