@@ -73,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--http", default="127.0.0.1:8080", metavar="ADDR", help="host:port (default 127.0.0.1:8080)")
     s.add_argument("--shards", type=int, default=None)
     s.add_argument("--insecure", action="store_true", help="serve beyond loopback without a token")
+    s.add_argument("--on-exhausted", choices=("fail", "pause"), default="fail",
+                   help="a step out of retries fails its run (default) or pauses it until resumed")
     return p
 
 
@@ -183,7 +185,7 @@ def _serve(a: argparse.Namespace) -> int:
         return 2
     from .http import serve
 
-    engine = Engine.open(a.dir, workflows=wfs, shards=a.shards)
+    engine = Engine.open(a.dir, workflows=wfs, shards=a.shards, on_exhausted=a.on_exhausted)
     try:
         engine._http = serve(engine, a.http, token=os.environ.get(TOKEN_ENV) or None, insecure=a.insecure)
         stop = Event()

@@ -14,6 +14,17 @@ Routes (JSON unless said; a workflow ID is one percent-encoded path segment)::
     POST /api/runs/{id}/cancel       {"reason"}
     POST /api/runs/{id}/terminate    {"reason"}
     POST /api/runs/{id}/query        {"name", "arg"} -> {"result"}
+    POST /api/runs/{id}/update       {"name", "value", "update_id", "timeout"} -> {"result", "update_id"}
+    POST /api/runs/{id}/resume       {} : retry a paused run's step with a fresh budget
+    GET  /api/runs/{id}/streams      {"streams": [{"name", "chunks", "closed", "by_steps"}]}
+    GET  /api/runs/{id}/streams/{name}  ?offset=&limit=&wait= -> {"chunks", "offset", "next", "ended"}
+    POST /api/completions/complete   {"token", "value"} : settle an async step (ctx.step_async)
+    POST /api/completions/fail       {"token", "error"}
+    GET  /api/schedules              {"schedules": [...]} each with its "next" fire time
+    POST /api/schedules              {"name", "workflow", "cron" | "every", "input", "overlap", "timezone", "catchup_window"} -> 201
+    GET  /api/schedules/{name}       the schedule: spec, state, next, running, recent
+    POST /api/schedules/{name}/pause | resume | trigger ({"id"} of the run it starts)
+    DELETE /api/schedules/{name}     end the schedule (its runs go on)
     GET  /api/workflows              the workflow types the engine can start
     GET  /api/metrics                Engine.metrics() as JSON
     GET  /api/health                 {"ok": true}
@@ -44,7 +55,7 @@ from .errors import Error, NotFound, UnknownWorkflow
 from .inspection import ADDRESS_FILE as _ADDRESS_FILE
 from .metrics_text import CONTENT_TYPE as PROMETHEUS_TYPE
 from .metrics_text import prometheus
-from .timeline import error_json, plain, view
+from .timeline import error_json, plain, streams, view
 from .workflow import IdPolicy
 
 __all__ = ["app", "serve", "Server", "parse_addr", "ADDRESS_FILE"]
@@ -55,7 +66,7 @@ ADDRESS_FILE = _ADDRESS_FILE
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 _REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
             404: "Not Found", 405: "Method Not Allowed", 409: "Conflict", 413: "Payload Too Large",
-            415: "Unsupported Media Type", 500: "Internal Server Error", 503: "Service Unavailable",
+            415: "Unsupported Media Type", 422: "Unprocessable Entity", 500: "Internal Server Error", 503: "Service Unavailable",
             504: "Gateway Timeout", 507: "Insufficient Storage"}
 
 StartResponse = Callable[..., Any]
@@ -187,7 +198,9 @@ class _App:
         if scheme.lower() != "bearer" or not ok:
             raise api.BadRequest("this API needs Authorization: Bearer <token>", "unauthorized", 401)
 
-    def _body(self, environ: dict[str, Any]) -> Any:
+    def _body(self, environ: dict[str, Any], empty_ok: bool = False) -> Any:
+        """The request's JSON body (``empty_ok``: an empty one, with no Content-Type, is ``{}``: a DELETE,
+        which no other site's page can send without the API's consent)."""
         if not same_origin(environ.get("HTTP_ORIGIN"), environ.get("HTTP_HOST")):
             raise api.BadRequest("a request from another site's page is refused", "forbidden", 403)
         length = environ.get("CONTENT_LENGTH") or ""
@@ -199,6 +212,8 @@ class _App:
             data = environ["wsgi.input"].read(int(length))
         else:
             data = environ["wsgi.input"].read(self.max_body + 1) if "wsgi.input" in environ else b""
+        if empty_ok and not data:
+            return {}
         return api.parse_body(data, environ.get("CONTENT_TYPE"), self.max_body)
 
     @staticmethod
@@ -229,7 +244,24 @@ class _App:
         if r.name == "describe":
             journal = _describe_query(qs)
             return 200, view(e.describe(r.id), journal=journal)
-        body = self._body(environ)
+        if r.name == "streams":
+            _no_query(qs)
+            return 200, {"streams": streams(e.describe(r.id).get("journal") or [])}
+        if r.name == "stream":
+            return 200, self._read_stream(r.id, r.key, api.parse_stream_query(qs))
+        if r.name == "schedules":
+            _no_query(qs)
+            return 200, {"schedules": [plain(d) for d in e.schedules()]}
+        if r.name == "schedule":
+            _no_query(qs)
+            return 200, plain(e.schedule_handle(r.key).describe())
+        body = self._body(environ, empty_ok=method == "DELETE")
+        if r.name.startswith("schedule_"):
+            return self._schedule(r, body)
+        if r.name in ("complete", "fail"):
+            token, value = api.token_args(body, "value" if r.name == "complete" else "error")
+            (e.complete if r.name == "complete" else e.fail)(token, value)
+            return 200, {"ok": True}
         if r.name == "start":
             a = api.start_args(body)
             if a.type not in e.host.user_workflows():
@@ -245,6 +277,12 @@ class _App:
                 raise
             except Exception as exc:  # the workflow's handler raised
                 return 500, {"error": {"code": "query_failed", "message": f"the query handler raised {type(exc).__name__}: {exc}"[:500]}}
+        if r.name == "update":
+            return self._update(r.id, api.update_args(body))
+        if r.name == "resume":
+            api.no_args(body)
+            e.resume(r.id)
+            return 200, {"ok": True}
         if r.name == "signal":
             name, value, dedup = api.signal_args(body)
             done = e.signal(r.id, name, value, dedup)
@@ -256,6 +294,73 @@ class _App:
             status = e.describe(r.id)["status"]
             return 409, {"error": {"code": "not_running", "message": f"run {r.id!r} has ended ({status})", "status": status}}
         return 200, {"ok": True}
+
+    def _update(self, id: str, a: api.UpdateArgs) -> tuple[int, Any]:
+        """Apply the update; its answer carries the update ID (made here when the client gave none), so a
+        client whose request timed out can send it again and have it applied once."""
+        update_id = a.update_id or f"fusee.update/http-{os.urandom(12).hex()}"
+        try:
+            result = self.engine.update(id, a.name, a.value, a.timeout, update_id=update_id)
+        except TimeoutError:
+            message = (f"update {a.name!r} of run {id!r} was not answered within {a.timeout:g} s; it may still be "
+                       "applied: send it again with the same update_id")
+            return 504, {"error": {"code": "timeout", "message": message, "update_id": update_id}}
+        return 200, {"result": plain(result), "update_id": update_id}
+
+    def _schedule(self, r: api.Route, body: Any) -> tuple[int, Any]:
+        """The schedule routes that change something: create, pause, resume, trigger, delete."""
+        e = self.engine
+        if r.name == "schedule_create":
+            a = api.schedule_args(body)
+            if a.workflow not in e.host.user_workflows():
+                raise UnknownWorkflow(a.workflow, e.host.user_workflows())
+            opts: dict[str, Any] = {"cron": a.cron, "every": a.every, "input": a.input, "overlap": a.overlap, "timezone": a.timezone}
+            if a.catchup_window is not None:
+                opts["catchup_window"] = a.catchup_window
+            h = e.schedule(a.name, a.workflow, **opts)
+            return 201, plain(h.describe())
+        api.no_args(body)
+        h = e.schedule_handle(r.key)
+        if r.name == "schedule_trigger":
+            return 200, {"id": h.trigger()}
+        {"schedule_pause": h.pause, "schedule_resume": h.resume, "schedule_delete": h.delete}[r.name]()
+        return 200, {"ok": True}
+
+    def _read_stream(self, id: str, name: str, q: api.StreamQuery) -> dict[str, Any]:
+        """Up to ``q.limit`` chunks of stream ``name`` of run ``id`` from ``q.offset`` (each durable), waiting
+        up to ``q.wait`` seconds for the first when there is none yet; ``ended`` once the stream is closed
+        or its run has ended and every chunk was given."""
+        e = self.engine
+        chunks: list[Any] = []
+        ended = False
+        it = e.read_stream(id, name, q.offset, timeout=q.wait)  # NotFound here
+        try:
+            chunks.append(next(it))
+        except StopIteration:
+            ended = True
+        except TimeoutError:
+            pass
+        finally:
+            it.close()
+        if chunks and len(chunks) < q.limit:  # then what is there now, without waiting
+            it = e.read_stream(id, name, q.offset + 1, timeout=0)
+            try:
+                while len(chunks) < q.limit:
+                    chunks.append(next(it))
+            except StopIteration:
+                ended = True
+            except TimeoutError:
+                pass
+            finally:
+                it.close()
+        return {"stream": name, "offset": q.offset, "chunks": [plain(c) for c in chunks],
+                "next": q.offset + len(chunks), "ended": ended}
+
+
+def _no_query(qs: str) -> None:
+    """A route that takes no query string: BadRequest for one."""
+    if qs:
+        raise api.BadRequest("this route takes no query parameters")
 
 
 def _describe_query(qs: str) -> bool:

@@ -33,6 +33,14 @@ __all__ = [
     "signal_args",
     "reason_arg",
     "query_args",
+    "UpdateArgs",
+    "update_args",
+    "token_args",
+    "no_args",
+    "ScheduleArgs",
+    "schedule_args",
+    "StreamQuery",
+    "parse_stream_query",
     "page",
     "encode_cursor",
     "decode_cursor",
@@ -51,6 +59,12 @@ LIST_STATUSES: Final = (
 )
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 1000
+MAX_TOKEN: Final = 4096  # characters of an async completion token
+DEFAULT_UPDATE_TIMEOUT: Final = 30.0  # seconds an update request waits for its handler, by default
+MAX_WAIT: Final = 300.0  # seconds any request may ask to wait (an update's timeout)
+MAX_STREAM_WAIT: Final = 60.0  # seconds a stream read may wait for a first new chunk (?wait=)
+DEFAULT_STREAM_LIMIT: Final = 1000  # chunks per stream read, by default
+MAX_STREAM_LIMIT: Final = 10000
 
 # HTTP status per fusee error code (docs: README "HTTP API"); unknown codes: 500
 _STATUS: Final[dict[str, int]] = {
@@ -78,6 +92,7 @@ _STATUS: Final[dict[str, int]] = {
     "storage_failed": 503,
     "timed_out": 504,
     "query_failed": 500,
+    "timeout": 504,
     "determinism": 500,
     "corrupt": 500,
     "locked": 409,
@@ -103,34 +118,39 @@ class BadRequest(Exception):
 @dataclass(frozen=True)
 class Route:
     """A request's route: ``name`` (``"list"``, ``"describe"``, ``"start"``, ``"signal"``, ...), the
-    workflow ``id`` it is about (or None), and ``static`` (a UI file's name) for the UI's routes."""
+    workflow ``id`` it is about (or None), ``static`` (a UI file's name) for the UI's routes, and
+    ``key``: the stream's name (``"stream"``) or the schedule's name (``"schedule*"`` routes)."""
 
     name: str
     id: str | None = None
     static: str | None = None
+    key: str | None = None
 
 
-_ACTIONS: Final = ("signal", "cancel", "terminate", "query")
+_ACTIONS: Final = ("signal", "cancel", "terminate", "query", "update", "resume")
+_SCHEDULE_ACTIONS: Final = ("pause", "resume", "trigger")
+_COMPLETIONS: Final = ("complete", "fail")
 STATIC_FILES: Final = ("index.html", "app.js", "app.css")
 
 
-def _decode_id(segment: str) -> str:
-    """A path segment as a workflow ID (percent-decoded, UTF-8); BadRequest if it is not one."""
+def _decode_id(segment: str, what: str = "workflow ID") -> str:
+    """A path segment as a workflow ID (or a stream's or schedule's name: ``what``), percent-decoded,
+    UTF-8; BadRequest if it is not one."""
     try:
         id = unquote(segment, encoding="utf-8", errors="strict")
     except UnicodeDecodeError:
-        raise BadRequest("the workflow ID in the path is not UTF-8") from None
+        raise BadRequest(f"the {what} in the path is not UTF-8") from None
     if not id or len(id) > MAX_ID:
-        raise BadRequest(f"a workflow ID has 1 to {MAX_ID} characters")
+        raise BadRequest(f"a {what} has 1 to {MAX_ID} characters")
     return id
 
 
 def route(method: str, raw_path: str) -> Route:
     """The route of ``method`` on ``raw_path`` (the path as sent, still percent-encoded, no query).
 
-    A workflow ID is one percent-encoded segment (``/api/runs/o-1%2Fcharge``).  Raises
-    :class:`BadRequest` 404 ``no_route`` for an unknown path, 405 ``method_not_allowed`` for a
-    known path and another method.
+    A workflow ID, a stream's and a schedule's name are each one percent-encoded segment
+    (``/api/runs/o-1%2Fcharge``).  Raises :class:`BadRequest` 404 ``no_route`` for an unknown path,
+    405 ``method_not_allowed`` for a known path and another method.
     """
     parts = raw_path.split("/")
     if parts[:1] != [""]:
@@ -170,6 +190,24 @@ def route(method: str, raw_path: str) -> Route:
         if len(rest) == 3 and rest[0] == "runs" and rest[2] in _ACTIONS:
             allow("POST")
             return Route(rest[2], _decode_id(rest[1]))
+        if len(rest) == 3 and rest[0] == "runs" and rest[2] == "streams":
+            allow("GET")
+            return Route("streams", _decode_id(rest[1]))
+        if len(rest) == 4 and rest[0] == "runs" and rest[2] == "streams":
+            allow("GET")
+            return Route("stream", _decode_id(rest[1]), key=_decode_id(rest[3], "stream name"))
+        if len(rest) == 2 and rest[0] == "completions" and rest[1] in _COMPLETIONS:
+            allow("POST")
+            return Route(rest[1])
+        if rest == ["schedules"]:
+            allow("GET", "POST")
+            return Route("schedules" if method in ("GET", "HEAD") else "schedule_create")
+        if len(rest) == 2 and rest[0] == "schedules":
+            allow("GET", "DELETE")
+            return Route("schedule" if method in ("GET", "HEAD") else "schedule_delete", key=_decode_id(rest[1], "schedule name"))
+        if len(rest) == 3 and rest[0] == "schedules" and rest[2] in _SCHEDULE_ACTIONS:
+            allow("POST")
+            return Route("schedule_" + rest[2], key=_decode_id(rest[1], "schedule name"))
     raise BadRequest(f"no route {raw_path[:200]!r}", "no_route", 404)
 
 
@@ -420,3 +458,134 @@ def query_args(body: Any) -> tuple[str, Any]:
     """``{"name", "arg"?}`` checked: ``(name, arg)``."""
     b = _object(body, ("name", "arg"))
     return _name(b, "name"), b.get("arg")  # type: ignore[return-value]
+
+
+def no_args(body: Any) -> None:
+    """A body that carries nothing (``{}`` or empty): resume, and a schedule's pause, resume, trigger, delete."""
+    _object(body, ())
+
+
+def _bounded_seconds(body: dict[str, Any], key: str, default: float, most: float) -> float:
+    v = _duration(body, key)
+    if v is None:
+        return default
+    if v > most:
+        raise BadRequest(f"{key} is at most {most:g} seconds")
+    return v
+
+
+@dataclass(frozen=True)
+class UpdateArgs:
+    """An update's arguments: its handler's ``name``, ``value``, ``update_id`` (None: the server makes
+    one, and answers it) and ``timeout`` in seconds."""
+
+    name: str
+    value: Any = None
+    update_id: str | None = None
+    timeout: float = DEFAULT_UPDATE_TIMEOUT
+
+
+def update_args(body: Any) -> UpdateArgs:
+    """``{"name", "value"?, "update_id"?: str, "timeout"?: duration}`` checked (``timeout`` at most
+    :data:`MAX_WAIT`, default :data:`DEFAULT_UPDATE_TIMEOUT`)."""
+    b = _object(body, ("name", "value", "update_id", "timeout"))
+    name = _name(b, "name")
+    update_id = _name(b, "update_id", required=False)
+    timeout = _bounded_seconds(b, "timeout", DEFAULT_UPDATE_TIMEOUT, MAX_WAIT)
+    return UpdateArgs(name, b.get("value"), update_id, timeout)  # type: ignore[arg-type]
+
+
+def token_args(body: Any, value_key: str) -> tuple[str, Any]:
+    """``{"token", value_key?}`` (``"value"`` to complete, ``"error"`` to fail) checked: ``(token, value)``."""
+    b = _object(body, ("token", value_key))
+    token = b.get("token")
+    if type(token) is not str or not token or len(token) > MAX_TOKEN:
+        raise BadRequest(f"token is the completion token, a string of 1 to {MAX_TOKEN} characters")
+    return token, b.get(value_key)
+
+
+@dataclass(frozen=True)
+class ScheduleArgs:
+    """A schedule's arguments (``Engine.schedule``), each checked as ``fusee.schedule.make_spec`` does."""
+
+    name: str
+    workflow: str
+    cron: str | None = None
+    every: Any = None
+    input: Any = None
+    overlap: str = "skip"
+    timezone: str | None = None
+    catchup_window: Any = None
+
+
+def schedule_args(body: Any) -> ScheduleArgs:
+    """``{"name", "workflow", "cron" | "every", "input"?, "overlap"?, "timezone"?, "catchup_window"?}``
+    checked: the spec's rules (one of cron and every, a valid expression, time zone, overlap, durations)
+    are :func:`fusee.schedule.make_spec`'s; whether the workflow is registered is the engine's to say."""
+    from . import schedule as _schedule  # pure: the spec's checks
+
+    b = _object(body, ("name", "workflow", "cron", "every", "input", "overlap", "timezone", "catchup_window"))
+    name = _name(b, "name")
+    workflow = _name(b, "workflow")
+    cron, timezone, overlap = b.get("cron"), b.get("timezone"), b.get("overlap", "skip")
+    for key, v in (("cron", cron), ("timezone", timezone), ("overlap", overlap)):
+        if v is not None and (type(v) is not str or len(v) > 200):
+            raise BadRequest(f"{key} is a string of at most 200 characters")
+    every, catchup = b.get("every"), b.get("catchup_window")
+    for key, v in (("every", every), ("catchup_window", catchup)):
+        if v is not None and (type(v) not in (str, int, float) or (type(v) is str and len(v) > 64)):
+            raise BadRequest(f"{key} is a duration like '15m' or a number of seconds")
+    try:
+        _schedule.make_spec(
+            name, workflow, b.get("input"), cron, every, timezone, overlap,
+            _schedule.DEFAULT_CATCHUP if catchup is None else catchup,
+        )
+    except (TypeError, ValueError) as exc:  # CronError is a ValueError
+        raise BadRequest(str(exc)[:500]) from None
+    return ScheduleArgs(name, workflow, cron, every, b.get("input"), overlap, timezone, catchup)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class StreamQuery:
+    """A stream read: chunks from ``offset``, at most ``limit`` of them; ``wait``: seconds to wait for a
+    first chunk when there is none yet (0: answer at once)."""
+
+    offset: int = 0
+    limit: int = DEFAULT_STREAM_LIMIT
+    wait: float = 0.0
+
+
+def _int_param(name: str, v: str, low: int, high: int) -> int:
+    if not (v.isascii() and v.isdigit() and len(v) <= 12) or not low <= int(v) <= high:
+        raise BadRequest(f"{name} is an integer from {low} to {high}, not {v[:40]!r}")
+    return int(v)
+
+
+def parse_stream_query(qs: str) -> StreamQuery:
+    """A stream read's query string (``offset``, ``limit``, ``wait``: seconds, at most
+    :data:`MAX_STREAM_WAIT`) checked."""
+    if len(qs) > MAX_QUERY:
+        raise BadRequest(f"the query string is longer than {MAX_QUERY} characters")
+    try:
+        pairs = parse_qsl(qs, keep_blank_values=True, encoding="utf-8", errors="strict", max_num_fields=10)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"a malformed query string: {str(exc)[:200]}") from None
+    seen: dict[str, str] = {}
+    for k, v in pairs:
+        if k not in ("offset", "limit", "wait"):
+            raise BadRequest(f"unknown query parameter {k[:40]!r} (known: offset, limit, wait)")
+        if k in seen:
+            raise BadRequest(f"query parameter {k!r} given twice")
+        seen[k] = v
+    offset = _int_param("offset", seen["offset"], 0, 10**12) if seen.get("offset") else 0
+    limit = _int_param("limit", seen["limit"], 1, MAX_STREAM_LIMIT) if seen.get("limit") else DEFAULT_STREAM_LIMIT
+    wait = 0.0
+    if seen.get("wait"):
+        v = seen["wait"]
+        try:
+            wait = float(v) if len(v) <= 20 and v.isascii() else -1.0
+        except ValueError:
+            wait = -1.0
+        if not (math.isfinite(wait) and 0 <= wait <= MAX_STREAM_WAIT):
+            raise BadRequest(f"wait is seconds from 0 to {MAX_STREAM_WAIT:g}, not {v[:40]!r}")
+    return StreamQuery(offset, limit, wait)

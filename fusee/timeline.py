@@ -20,7 +20,7 @@ from . import codec
 from . import records as r
 from .errors import Error
 
-__all__ = ["plain", "error_json", "timeline", "view", "record_json"]
+__all__ = ["plain", "error_json", "timeline", "streams", "view", "record_json"]
 
 
 def plain(value: Any) -> Any:
@@ -47,7 +47,7 @@ def error_json(exc: Any) -> Any:
     except Exception:
         message = type(exc).__name__
     out: dict[str, Any] = {"code": code, "type": type(exc).__name__, "message": message}
-    for name in ("failure", "reason", "deadline", "id", "status"):
+    for name in ("failure", "reason", "deadline", "id", "status", "update_id"):
         if name in getattr(exc, "__dict__", {}):
             out[name] = plain(exc.__dict__[name])
     return out
@@ -196,6 +196,16 @@ def timeline(journal: Iterable[tuple[int, Any]]) -> list[dict[str, Any]]:
             e[key] = plain(rec.payload)
             out.append(e)
     return out
+
+
+def streams(journal: Iterable[tuple[int, Any]]) -> list[dict[str, Any]]:
+    """The streams of one run's records, in the order each was first written: ``name``, ``chunks`` (how
+    many), ``closed``, ``by_steps`` (the steps whose bodies wrote some)."""
+    return [
+        {k: e[k] for k in ("name", "chunks", "closed", "by_steps")}
+        for e in timeline(journal)
+        if e["kind"] == "stream"
+    ]
 
 
 def _links(journal: list[tuple[int, Any]]) -> dict[str, Any]:

@@ -1,10 +1,11 @@
-// fusee's web UI: a runs table that refreshes every second, and a run page with its timeline and
-// the signal / cancel / terminate buttons.  Plain JS over the JSON API of fusee.http; every value
-// is put in the page as text (never as HTML).
+// fusee's web UI: a runs table that refreshes every second, a run page with its timeline, its
+// updates and streams, and the signal / cancel / terminate / update / resume buttons, and a schedules
+// page (pause, resume, trigger, delete, create).  Plain JS over the JSON API of fusee.http; every
+// value is put in the page as text (never as HTML).
 "use strict";
 
 const REFRESH_MS = 1000;
-const state = { cursor: null, cursors: [], timer: null, runId: null, token: sessionStorage.getItem("fusee-token") };
+const state = { cursor: null, cursors: [], timer: null, runId: null, stream: null, token: sessionStorage.getItem("fusee-token") };
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -26,6 +27,14 @@ function when(t) {
 }
 
 function json(v) { return JSON.stringify(v, null, 1); }
+
+// replace the rows of tbody only when what they show changed (so a button is not swapped under the pointer)
+function rows(tbody, data, make) {
+  const key = JSON.stringify(data);
+  if (tbody.dataset.key === key) return;
+  tbody.dataset.key = key;
+  tbody.replaceChildren(...make(data));
+}
 
 function badge(status) { return el("span", { class: "status " + status }, status); }
 
@@ -78,10 +87,10 @@ async function refreshRuns() {
   $("#page-newest").disabled = !state.cursor;
 }
 
-async function loadTypes() {
+async function loadTypes(select) {
   try {
     const data = await call("GET", "api/workflows");
-    $("#start-type").replaceChildren(...data.workflows.map((w) => el("option", { value: w.name }, w.name + " v" + w.version)));
+    $(select).replaceChildren(...data.workflows.map((w) => el("option", { value: w.name }, w.name + " v" + w.version)));
   } catch (e) { /* shown by the table's refresh */ }
 }
 
@@ -126,12 +135,59 @@ function entryRow(e) {
     case "child": outcome = e.status; detail = e.type + (e.result !== undefined ? " -> " + json(e.result) : e.failure !== undefined ? " -> " + json(e.failure) : ""); break;
     case "send": detail = e.name + ": " + json(e.value); break;
     case "cancel": detail = json(e.reason); break;
+    case "update": outcome = e.status; detail = json(e.value) + (e.result !== undefined ? " -> " + json(e.result) : e.error !== undefined ? " -> " + json(e.error) : ""); break;
+    case "async": outcome = e.status; detail = e.result !== undefined ? json(e.result) : e.error !== undefined ? json(e.error) : e.started ? "started; waits for its token" : ""; break;
+    case "stream": outcome = e.closed ? "closed" : "open"; detail = e.chunks + " chunk" + (e.chunks === 1 ? "" : "s") + (e.by_steps.length ? " (steps: " + e.by_steps.join(", ") + ")" : ""); break;
     case "end": outcome = e.status; detail = json(e.result !== undefined ? e.result : e.failure !== undefined ? e.failure : e.reason !== undefined ? e.reason : e.next_input); time = when(e.at); break;
   }
   const nameCell = e.kind === "child" ? runLink(e.id) : name;
   return el("tr", { class: "entry " + e.kind, dataset: { kind: e.kind } },
     el("td", {}, e.lsn), el("td", {}, e.kind), el("td", {}, nameCell), el("td", {}, outcome),
     el("td", {}, el("pre", {}, detail)), el("td", {}, time));
+}
+
+function updateRow(e) {
+  const out = e.result !== undefined ? json(e.result) : e.error !== undefined ? json(e.error) : "";
+  return el("tr", { dataset: { updateId: e.update_id, status: e.status } },
+    el("td", {}, e.lsn), el("td", {}, e.update_id), el("td", {}, e.name), el("td", {}, el("pre", {}, json(e.value))),
+    el("td", {}, badge(e.status)), el("td", {}, el("pre", { class: "update-result" }, out)));
+}
+
+function streamRow(e) {
+  const show = el("button", { type: "button", class: "stream-show", dataset: { name: e.name } }, "Show chunks");
+  show.addEventListener("click", () => openStream(e.name));
+  return el("tr", { dataset: { stream: e.name } },
+    el("td", {}, e.name), el("td", { class: "stream-count" }, e.chunks), el("td", {}, e.closed ? "closed" : "open"),
+    el("td", {}, e.by_steps.join(", ")), el("td", {}, show));
+}
+
+function chunkItem(c) { return el("li", {}, typeof c === "string" ? c : json(c)); }
+
+function openStream(name) {
+  state.stream = { name, offset: 0, ended: false, busy: false, runId: state.runId };
+  $("#stream-name").textContent = name;
+  $("#stream-state").textContent = "";
+  $("#stream-chunks").replaceChildren();
+  $("#stream-view").hidden = false;
+  $("#stream-view").dataset.name = name;
+  readStream();
+}
+
+// the chunks from the stream's offset, appended (each chunk is read once: a chunk read never changes)
+async function readStream() {
+  const s = state.stream;
+  if (!s || s.ended || s.busy || s.runId !== state.runId) return;
+  s.busy = true;
+  try {
+    const path = "api/runs/" + encodeURIComponent(s.runId) + "/streams/" + encodeURIComponent(s.name) + "?offset=" + s.offset;
+    const data = await call("GET", path);
+    if (state.stream !== s) return;
+    $("#stream-chunks").append(...data.chunks.map(chunkItem));
+    s.offset = data.next;
+    s.ended = data.ended;
+    $("#stream-state").textContent = s.offset + " chunk" + (s.offset === 1 ? "" : "s") + (s.ended ? ", ended" : ", reading as they come");
+    $("#stream-view").dataset.ended = s.ended;
+  } catch (e) { say(e.message, true); } finally { s.busy = false; }
 }
 
 async function refreshRun() {
@@ -146,8 +202,16 @@ async function refreshRun() {
   $("#run-page").dataset.status = r.status;
   $("#run-fields").replaceChildren(...fields(r));
   $("#run-links").replaceChildren(...links(r));
-  const running = ["running", "queued", "delayed"].includes(r.status);
-  for (const b of ["#signal-send", "#cancel-btn", "#terminate-btn"]) $(b).disabled = !running;
+  const running = ["running", "queued", "delayed", "paused"].includes(r.status);
+  for (const b of ["#signal-send", "#cancel-btn", "#terminate-btn", "#update-send"]) $(b).disabled = !running;
+  $("#resume-form").hidden = r.status !== "paused";
+  const updates = r.timeline.filter((e) => e.kind === "update");
+  $("#updates-box").hidden = !updates.length;
+  rows($("#updates tbody"), updates, (u) => u.map(updateRow));
+  const streams = r.timeline.filter((e) => e.kind === "stream");
+  $("#streams-box").hidden = !streams.length;
+  rows($("#streams tbody"), [r.id, streams], ([, x]) => x.map(streamRow));
+  readStream();
   const waiting = r.timeline.filter((e) => e.kind === "wait" && !e.outcome).pop();
   const nameBox = $("#signal-name");
   if (waiting && !nameBox.value && document.activeElement !== nameBox) nameBox.value = waiting.signal;
@@ -159,24 +223,76 @@ async function act(path, body, done) {
   refreshRun();
 }
 
+// -- the schedules page
+
+function every(seconds) {
+  for (const [unit, n] of [["d", 86400], ["h", 3600], ["m", 60]]) if (seconds % n === 0) return seconds / n + unit;
+  return seconds + "s";
+}
+
+function scheduleRow(s) {
+  const path = "api/schedules/" + encodeURIComponent(s.name);
+  const button = (cls, text, method, sub, done) => {
+    const b = el("button", { type: "button", class: cls }, text);
+    b.addEventListener("click", async () => {
+      try {
+        const r = await call(method, path + sub, method === "POST" ? {} : undefined);
+        say(done(r), false);
+      } catch (e) { say(e.message, true); }
+      refreshSchedules();
+    });
+    return b;
+  };
+  const last = s.recent.length ? s.recent[s.recent.length - 1] : null;
+  const spec = s.cron ? "cron " + s.cron + (s.timezone ? " (" + s.timezone + ")" : " (UTC)") : "every " + every(s.every);
+  return el("tr", { dataset: { name: s.name, state: s.state } },
+    el("td", {}, s.name), el("td", {}, s.workflow), el("td", {}, spec), el("td", {}, s.overlap),
+    el("td", { class: "status-cell" }, badge(s.state)),
+    el("td", { class: "next" }, s.next == null ? "" : when(s.next)),
+    el("td", {}, ...s.running.flatMap((id, i) => [i ? ", " : "", runLink(id)])),
+    el("td", { class: "last" }, last ? runLink(last.id) : ""),
+    el("td", { class: "buttons" },
+      s.state === "paused" ? button("sched-resume", "Resume", "POST", "/resume", () => "schedule " + s.name + " resumed")
+        : button("sched-pause", "Pause", "POST", "/pause", () => "schedule " + s.name + " paused"),
+      button("sched-trigger", "Trigger now", "POST", "/trigger", (r) => "started " + r.id),
+      button("sched-delete danger", "Delete", "DELETE", "", () => "schedule " + s.name + " deleted")));
+}
+
+async function refreshSchedules() {
+  let data;
+  try { data = await call("GET", "api/schedules"); live(true); } catch (e) { live(false); return; }
+  rows($("#schedules-table tbody"), data.schedules, (list) => list.length ? list.map(scheduleRow)
+    : [el("tr", {}, el("td", { colspan: "9", class: "muted" }, "no schedules"))]);
+  $("#schedules-total").textContent = data.schedules.length + " schedule" + (data.schedules.length === 1 ? "" : "s");
+}
+
 // -- routing
 
 function show() {
   clearInterval(state.timer);
   say("");
   const m = location.hash.match(/^#\/runs\/(.+)$/);
-  $("#runs-page").hidden = !!m;
+  const schedules = location.hash === "#/schedules";
+  $("#runs-page").hidden = !!m || schedules;
   $("#run-page").hidden = !m;
+  $("#schedules-page").hidden = !schedules;
   if (m) {
     state.runId = decodeURIComponent(m[1]);
+    state.stream = null;
+    $("#stream-view").hidden = true;
     $("#signal-name").value = "";
     $("#run-id").textContent = state.runId;
     refreshRun();
     state.timer = setInterval(refreshRun, REFRESH_MS);
+  } else if (schedules) {
+    state.runId = null;
+    refreshSchedules();
+    loadTypes("#schedule-workflow");
+    state.timer = setInterval(refreshSchedules, REFRESH_MS);
   } else {
     state.runId = null;
     refreshRuns();
-    loadTypes();
+    loadTypes("#start-type");
     state.timer = setInterval(refreshRuns, REFRESH_MS);
   }
 }
@@ -219,6 +335,35 @@ function init() {
   $("#terminate-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     act("api/runs/" + encodeURIComponent(state.runId) + "/terminate", { reason: $("#terminate-reason").value || null }, "terminated");
+  });
+  $("#resume-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    act("api/runs/" + encodeURIComponent(state.runId) + "/resume", {}, "resumed");
+  });
+  $("#update-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    let value;
+    try { value = JSON.parse($("#update-value").value || "null"); } catch (e) { say("the value is not JSON: " + e.message, true); return; }
+    const name = $("#update-name").value;
+    try {
+      const r = await call("POST", "api/runs/" + encodeURIComponent(state.runId) + "/update", { name, value });
+      say("update " + name + " answered " + json(r.result), false);
+    } catch (e) { say(e.message, true); }
+    refreshRun();
+  });
+  $("#schedule-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    let input;
+    try { input = JSON.parse($("#schedule-input").value || "null"); } catch (e) { say("the input is not JSON: " + e.message, true); return; }
+    const body = { name: $("#schedule-name").value, workflow: $("#schedule-workflow").value, input, overlap: $("#schedule-overlap").value };
+    const cron = $("#schedule-cron").value.trim(), period = $("#schedule-every").value.trim();
+    if (cron) body.cron = cron;
+    if (period) body.every = period;
+    try {
+      const r = await call("POST", "api/schedules", body);
+      say("schedule " + r.name + " created", false);
+    } catch (e) { say(e.message, true); }
+    refreshSchedules();
   });
   show();
 }

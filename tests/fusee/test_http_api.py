@@ -53,6 +53,39 @@ def test_arguments_from_any_json_are_typed_or_a_bad_request(body):
     a = _only_bad_request(api.start_args, body)
     if a is not None:
         assert type(a.type) is str and type(a.id) is str and a.on_running in ("fail", "attach", "terminate")
+    for fn in (api.update_args, api.no_args, api.schedule_args, lambda b: api.token_args(b, "value")):
+        _only_bad_request(fn, body)
+    u = _only_bad_request(api.update_args, body)
+    if u is not None:
+        assert type(u.name) is str and 0 <= u.timeout <= api.MAX_WAIT and (u.update_id is None or type(u.update_id) is str)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({}, optional={
+    "name": st.text(max_size=5), "workflow": st.sampled_from(["w", "", 3]),
+    "cron": st.sampled_from(["* * * * *", "0 2 * * mon-fri", "61 * * * *", "@daily", "x", 5]),
+    "every": st.sampled_from(["1h", "0.5s", "15m", 60, -1, "soon", True]),
+    "timezone": st.sampled_from(["UTC", "Europe/Paris", "Mars/Olympus"]),
+    "overlap": st.sampled_from(["skip", "buffer_one", "allow", "sometimes"]),
+    "catchup_window": st.sampled_from(["1s", "1d", 30, None]),
+    "input": json_values,
+}))
+def test_schedule_arguments_are_a_valid_spec_or_a_bad_request(body):
+    from fusee import schedule
+
+    a = _only_bad_request(api.schedule_args, body)
+    if a is not None:  # what passed makes a spec the engine accepts
+        spec = schedule.make_spec(a.name, a.workflow, a.input, a.cron, a.every, a.timezone, a.overlap,
+                                  schedule.DEFAULT_CATCHUP if a.catchup_window is None else a.catchup_window)
+        assert (spec.cron is None) != (spec.every is None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60) | st.builds(lambda o, l, w: f"offset={o}&limit={l}&wait={w}", st.integers(-2, 9), st.integers(-1, 20000), st.floats(-1, 100)))
+def test_a_stream_query_is_bounded_or_a_bad_request(qs):
+    q = _only_bad_request(api.parse_stream_query, qs)
+    if q is not None:
+        assert q.offset >= 0 and 1 <= q.limit <= api.MAX_STREAM_LIMIT and 0 <= q.wait <= api.MAX_STREAM_WAIT
 
 
 @settings(max_examples=300, deadline=None)
@@ -69,6 +102,9 @@ def test_an_id_is_one_percent_encoded_segment(id):
 
     assert api.route("GET", "/api/runs/" + quote(id, safe="")) == api.Route("describe", id)
     assert api.route("POST", "/api/runs/" + quote(id, safe="") + "/signal") == api.Route("signal", id)
+    assert api.route("GET", "/api/runs/" + quote(id, safe="") + "/streams/" + quote(id, safe="")) == api.Route("stream", id, key=id)
+    assert api.route("DELETE", "/api/schedules/" + quote(id, safe="")) == api.Route("schedule_delete", key=id)
+    assert api.route("POST", "/api/schedules/" + quote(id, safe="") + "/trigger") == api.Route("schedule_trigger", key=id)
 
 
 @given(st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=40))
@@ -109,12 +145,35 @@ def test_pages_cover_the_matching_runs_once_newest_first(all_runs, limit, status
     assert keys == sorted(keys, reverse=True)
 
 
+def test_the_routes_of_updates_completions_streams_and_schedules():
+    assert api.route("POST", "/api/runs/x/update") == api.Route("update", "x")
+    assert api.route("POST", "/api/runs/x/resume") == api.Route("resume", "x")
+    assert api.route("GET", "/api/runs/x/streams") == api.Route("streams", "x")
+    assert api.route("HEAD", "/api/runs/x/streams/s") == api.Route("stream", "x", key="s")
+    assert api.route("POST", "/api/completions/complete") == api.Route("complete")
+    assert api.route("POST", "/api/completions/fail") == api.Route("fail")
+    assert api.route("GET", "/api/schedules") == api.Route("schedules")
+    assert api.route("POST", "/api/schedules") == api.Route("schedule_create")
+    assert api.route("GET", "/api/schedules/n") == api.Route("schedule", key="n")
+    for action in ("pause", "resume", "trigger"):
+        assert api.route("POST", f"/api/schedules/n/{action}") == api.Route("schedule_" + action, key="n")
+    for method, path, status in (("GET", "/api/runs/x/update", 405), ("DELETE", "/api/runs/x/streams", 405),
+                                 ("PUT", "/api/schedules/n", 405), ("GET", "/api/completions/complete", 405),
+                                 ("POST", "/api/completions", 404), ("POST", "/api/schedules/n/delete", 404),
+                                 ("GET", "/api/runs/x/streams/", 400), ("GET", "/api/schedules/%FF", 400)):
+        with pytest.raises(api.BadRequest) as info:
+            api.route(method, path)
+        assert info.value.status == status, (method, path)
+
+
 def test_every_fusee_error_code_has_a_fitting_status():
     from fusee.errors import CODES
 
     for code in CODES:
         assert 400 <= api.status_of(code) < 600
     assert api.status_of("not_found") == 404 and api.status_of("already_exists") == 409 and api.status_of("busy") == 503
+    assert [api.status_of(c) for c in ("update_rejected", "update_failed", "not_paused", "invalid_token", "already_settled", "timeout")] == [
+        400, 422, 409, 400, 409, 504]
 
 
 def test_the_timeline_of_records_in_journal_order():
@@ -140,6 +199,21 @@ def test_the_timeline_of_records_in_journal_order():
     assert v["links"] == {"parent": {"id": "p", "run": 3}, "continued_from": {"run": 4}, "continued_as_new": True,
                           "children": [{"id": "kid", "type": "k"}]}
     json.dumps(v, allow_nan=False)
+
+
+def test_a_runs_streams_from_its_records():
+    from fusee.timeline import streams
+
+    journal = [
+        (1, r.Start(0, "x", "t", 1, 10.0, None, None)),
+        (2, r.Chunk(0, 0, "out", 0, None, "a")),
+        (3, r.Chunk(0, 1, "log", 0, "gen", 1)),
+        (4, r.Chunk(0, 1, "out", 1, "gen", "b")),
+        (5, r.StreamClose(0, 2, "out", None)),
+    ]
+    assert streams(journal) == [{"name": "out", "chunks": 2, "closed": True, "by_steps": ["gen"]},
+                                {"name": "log", "chunks": 1, "closed": False, "by_steps": ["gen"]}]
+    assert streams([]) == []
 
 
 def test_values_and_errors_become_json():

@@ -117,6 +117,64 @@ def test_blobs_go_with_their_runs_and_orphans_at_the_next_checkpoint(tmp_path):
     assert blob_files(path) == []  # the run is forgotten, its blobs with it
 
 
+@fusee.workflow("offload.stream")
+def streamer(ctx, n):
+    """Big chunks from workflow code and from a step's body, a small one, then the close."""
+    w = ctx.stream("s")
+    w.write(big("code", n))
+
+    def gen(s):
+        for i in range(w.resume(), 2):
+            w.write({"i": i, "text": big(f"step{i}", n)})
+        return 2
+
+    ctx.step("gen", gen)
+    w.write("small")
+    w.close()
+    return "ok"
+
+
+def stream_expected(n):
+    return [big("code", n), {"i": 0, "text": big("step0", n)}, {"i": 1, "text": big("step1", n)}, "small"]
+
+
+def test_big_stream_chunks_go_to_blobs_and_come_back_exactly(tmp_path):
+    path = str(tmp_path / "d")
+    with fusee.Engine.open(path, [streamer], shards=1, payload_offload_bytes=T, checkpoint_on_shutdown=False) as eng:
+        eng.start(streamer, "st", 3000)
+        assert list(eng.read_stream("st", "s", timeout=20)) == stream_expected(3000)  # read as they come
+        assert eng.result("st", timeout=20) == "ok"
+    assert len(blob_files(path)) == 3  # the three big chunks; the small one, input and result stay inline
+    log = segment_bytes(path)
+    assert big("code", 3000).encode() not in log and big("step1", 3000).encode() not in log
+    assert b'"small"' in log
+    # recovery from the log's blob references; then from the checkpoint (which keeps the finished run's
+    # stream, its blobs with it); then, offload off, from a checkpoint holding the chunks inline (and on
+    # again: the next checkpoint keeps them in blobs again)
+    for threshold, blobs_after in ((T, 3), (T, 3), (None, 0), (T, 3)):
+        with fusee.Engine.open(path, [streamer], payload_offload_bytes=threshold) as eng:
+            assert list(eng.read_stream("st", "s", timeout=20)) == stream_expected(3000)
+            assert list(eng.read_stream("st", "s", offset=2, timeout=20)) == stream_expected(3000)[2:]
+            chunks = [rec for _, rec in eng.describe("st")["journal"] if type(rec).__name__ == "Chunk"]
+            assert [c.step for c in chunks] == [None, "gen", "gen", None]
+        assert len(blob_files(path)) == blobs_after
+        assert inspection.verify(path) == []
+
+
+def test_a_damaged_stream_blob_is_corrupt_naming_it(tmp_path):
+    path = str(tmp_path / "d")
+    with fusee.Engine.open(path, [streamer], shards=1, payload_offload_bytes=T, checkpoint_on_shutdown=False) as eng:
+        eng.execute(streamer, "st", 3000, timeout=20)
+    d = os.path.join(path, "blobs", "0")
+    (victim,) = [os.path.join(d, f) for f in blob_files(path) if big("code", 3000).encode() in open(os.path.join(d, f), "rb").read()]
+    data = bytearray(open(victim, "rb").read())
+    data[10] ^= 0x01
+    open(victim, "wb").write(bytes(data))
+    with pytest.raises(Corrupt) as info:
+        fusee.Engine.open(path, [streamer])
+    assert info.value.path == victim
+
+
 def _closed_dir(tmp_path):
     path = str(tmp_path / "d")
     with fusee.Engine.open(path, [flow], shards=1, payload_offload_bytes=T, checkpoint_on_shutdown=False) as eng:

@@ -1,6 +1,8 @@
 """fusee's web UI in a real headless Chromium (Debian's chromium + chromium-driver, through selenium):
 the runs table shows a run as it starts, its page shows the step timeline, and its buttons signal,
-cancel and terminate.  The engine runs in a child process (``fusee serve``), so selenium's blocking
+cancel and terminate; a paused run's page resumes it; a run's page lists its updates and streams
+(and shows a stream's chunks as they come) and sends an update; the schedules page lists schedules
+and pauses, resumes, triggers, deletes and creates them.  The engine runs in a child process (``fusee serve``), so selenium's blocking
 calls never stall its server.  A screenshot of each page is kept under ``test-artifacts/fusee-ui/``
 (see tests/browser.py).  Without chromium the tests skip, except in CI (``CI=true``), where they
 fail."""
@@ -33,7 +35,7 @@ class Server:
         env = {**os.environ, "FUSEE_HTTP_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "fusee.cli", "serve", directory, "--workflows", "tests.fusee._ops_workflows",
-             "--http", "127.0.0.1:0", "--shards", "2"],
+             "--workflows", "tests.fusee._ops_interact", "--on-exhausted", "pause", "--http", "127.0.0.1:0", "--shards", "2"],
             cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, bufsize=0,
         )
         self._line()
@@ -92,9 +94,17 @@ def _text(browser, css: str) -> str:
     return found[0].text if found else ""
 
 
-def _shot(browser, name: str) -> None:
+def _shot(browser, name: str, height: int | None = None) -> None:
+    """A screenshot of the window (``height``: made that tall for it, to show a whole page)."""
     path = browser_kit.artifacts("fusee-ui") / f"{name}.png"
-    assert browser.save_screenshot(str(path)) and path.stat().st_size > 0
+    if height is not None:
+        size = browser.get_window_size()
+        browser.set_window_size(size["width"], height)
+    try:
+        assert browser.save_screenshot(str(path)) and path.stat().st_size > 0
+    finally:
+        if height is not None:
+            browser.set_window_size(size["width"], size["height"])
 
 
 def _open_run(browser, id: str) -> None:
@@ -167,3 +177,115 @@ def test_the_run_page_cancels_one_run_and_terminates_another(ui):
     _wait(browser, lambda b: [r.get_attribute("data-id") for r in b.find_elements(By.CSS_SELECTOR, "#runs-table tr[data-id]")] == ["ui-3"],
           what="the status filter")
     _shot(browser, "runs-filtered")
+
+
+def _open(browser, id: str, status: str) -> None:
+    browser.get(browser.current_url.split("#")[0] + "#/runs/" + id)
+    _wait(browser, lambda b: _text(b, "#run-status") == status, what=f"{id}'s page says {status}")
+
+
+def _shown(browser, css: str) -> bool:
+    from selenium.webdriver.common.by import By
+
+    found = browser.find_elements(By.CSS_SELECTOR, css)
+    return bool(found) and found[0].is_displayed()
+
+
+def test_a_paused_run_shows_a_resume_button_that_resumes_it(ui):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    server, browser = ui
+    assert server.call("POST", "/api/runs", {"type": "stuck", "id": "ui-p"})[0] == 201
+    _open(browser, "ui-p", "paused")
+    _wait(browser, lambda b: _shown(b, "#resume-form"), what="the resume button")
+    assert "paused" in _text(browser, '#timeline tr[data-kind="step"]') and "the service is down" in _text(browser, '#timeline tr[data-kind="step"]')
+    _shot(browser, "run-paused")
+    browser.find_element(By.ID, "resume-btn").click()
+    _wait(browser, lambda b: _text(b, "#run-status") == "completed", what="the resumed run completes")
+    assert _text(browser, "#run-result") == "2" and not _shown(browser, "#resume-form")
+    assert "resumed" in _text(browser, "#message")
+    _open(browser, "ui-2", "cancelled")  # a run that is not paused shows no resume button
+    assert not _shown(browser, "#resume-form")
+    browser.get(browser.current_url.split("#")[0] + "#/")
+    Select(browser.find_element(By.ID, "filter-status")).select_by_visible_text("paused")
+    _wait(browser, lambda b: "no runs" in _text(b, "#runs-table tbody"), what="no paused run is left")
+
+
+def test_a_runs_page_lists_its_streams_and_updates_and_sends_an_update(ui):
+    from selenium.webdriver.common.by import By
+
+    server, browser = ui
+    assert server.call("POST", "/api/runs", {"type": "chat", "id": "ui-c", "input": ["Hel", "lo", " world"]})[0] == 201
+    _open(browser, "ui-c", "running")
+    _wait(browser, lambda b: _text(b, '#streams tr[data-stream="tokens"] .stream-count') == "3", what="the stream and its 3 chunks")
+    assert not _shown(browser, "#updates-box")  # no update yet
+    assert "generate" in _text(browser, '#streams tr[data-stream="tokens"]')
+    browser.find_element(By.CSS_SELECTOR, '#streams button.stream-show[data-name="tokens"]').click()
+    _wait(browser, lambda b: len(b.find_elements(By.CSS_SELECTOR, "#stream-chunks li")) == 3, what="the stream's chunks")
+    assert [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#stream-chunks li")] == ["Hel", "lo", " world"]
+    assert "reading as they come" in _text(browser, "#stream-state")
+
+    browser.find_element(By.ID, "update-name").send_keys("add")
+    value = browser.find_element(By.ID, "update-value")
+    value.clear()
+    value.send_keys("5")
+    browser.find_element(By.ID, "update-send").click()
+    _wait(browser, lambda b: "update add answered 5" in _text(b, "#message"), what="the update's answer")
+    _wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, '#updates tr[data-status="ok"]'), what="the update in the list")
+    _shot(browser, "run-streams", height=1500)
+    value.clear()
+    value.send_keys("null")
+    browser.find_element(By.ID, "update-send").click()
+    _wait(browser, lambda b: "update_rejected" in _text(b, "#message"), what="the validator's refusal")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#updates tbody tr")) == 1  # a refusal records nothing
+    assert "5" in _text(browser, '#updates tr[data-status="ok"] .update-result')
+    assert _text(browser, '#timeline tr[data-kind="update"]') and _text(browser, '#timeline tr[data-kind="stream"]')
+
+    _wait(browser, lambda b: b.find_element(By.ID, "signal-name").get_attribute("value") == "go", what="the awaited signal's name")
+    browser.find_element(By.ID, "signal-send").click()
+    _wait(browser, lambda b: _text(b, "#run-status") == "completed", what="the run completes")
+    _wait(browser, lambda b: b.find_element(By.ID, "stream-view").get_attribute("data-ended") == "true", what="the stream ends")
+    assert "closed" in _text(browser, '#streams tr[data-stream="tokens"]') and _text(browser, "#run-result") == "5"
+    assert browser.find_element(By.ID, "update-send").get_attribute("disabled") is not None
+
+
+def test_the_schedules_page_pauses_resumes_triggers_deletes_and_creates(ui):
+    from selenium.webdriver.common.by import By
+
+    server, browser = ui
+    assert server.call("POST", "/api/schedules", {"name": "nightly", "workflow": "kid", "cron": "0 2 * * mon-fri", "input": 3})[0] == 201
+    browser.get(browser.current_url.split("#")[0] + "#/")
+    browser.find_element(By.ID, "nav-schedules").click()
+    row = '#schedules-table tr[data-name="nightly"]'
+    _wait(browser, lambda b: _text(b, row + " .status") == "active", what="the schedule in the table")
+    assert "cron 0 2 * * mon-fri (UTC)" in _text(browser, row) and _text(browser, row + " .next")
+    browser.find_element(By.CSS_SELECTOR, row + " button.sched-pause").click()
+    _wait(browser, lambda b: _text(b, row + " .status") == "paused", what="paused")
+    assert _text(browser, row + " .next") == ""
+    browser.find_element(By.CSS_SELECTOR, row + " button.sched-resume").click()
+    _wait(browser, lambda b: _text(b, row + " .status") == "active", what="active again")
+    browser.find_element(By.CSS_SELECTOR, row + " button.sched-trigger").click()
+    _wait(browser, lambda b: _text(b, "#message").startswith("started nightly@"), what="the triggered run")
+    fired = _text(browser, "#message").split(" ", 1)[1]
+    _wait(browser, lambda b: _text(b, row + " .last") == fired, what="the fired run as the last one")
+
+    browser.find_element(By.CSS_SELECTOR, "#schedule-box summary").click()
+    browser.find_element(By.ID, "schedule-name").send_keys("hourly")
+    _wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, '#schedule-workflow option[value="kid"]'), what="the workflow types")
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element(By.ID, "schedule-workflow")).select_by_value("kid")
+    browser.find_element(By.ID, "schedule-every").send_keys("1h")
+    browser.find_element(By.ID, "schedule-create").click()
+    _wait(browser, lambda b: _text(b, '#schedules-table tr[data-name="hourly"] .status') == "active", what="the new schedule")
+    assert "every 1h" in _text(browser, '#schedules-table tr[data-name="hourly"]')
+    assert server.call("GET", "/api/schedules/hourly")[1]["every"] == 3600.0
+    _shot(browser, "schedules")
+
+    browser.find_element(By.CSS_SELECTOR, '#schedules-table tr[data-name="hourly"] button.sched-delete').click()
+    _wait(browser, lambda b: not b.find_elements(By.CSS_SELECTOR, '#schedules-table tr[data-name="hourly"]'), what="deleted")
+    assert server.call("GET", "/api/schedules/hourly")[0] == 404
+    browser.find_element(By.CSS_SELECTOR, row + " a").click()  # the last fired run's page
+    _wait(browser, lambda b: _text(b, "#run-id") == fired and _text(b, "#run-status") == "completed", what="the fired run's page")
+    assert _text(browser, "#run-result") == "6"
