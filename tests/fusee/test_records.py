@@ -156,7 +156,7 @@ def _fits(key, v):
     """Whether v is, by chance, a valid value for field key (then the test would not be about a wrong type)."""
     if key == "dedup":
         return v in (-1, "nope") and type(v) is not bool
-    if key in ("name", "id", "wtype", "by", "target", "secret", "stream"):
+    if key in ("name", "id", "wtype", "by", "target", "secret", "stream", "step"):
         return type(v) is str
     if key in ("started", "retry_at", "fire_at", "deadline", "finished", "at") or (key == "deadline" and v is None):
         return type(v) in (int, float)
