@@ -14,7 +14,8 @@ storage (:mod:`fusee.disk`, :mod:`fusee.journal` over ``segment_files``,
 runs (:mod:`fusee.host`, what the inner modules share; :mod:`fusee.shard`, the
 shard servers; ``run_state``, ``ctx``, ``run_process``, ``run_family``,
 ``behalf``, :mod:`fusee.concurrency`, :mod:`fusee.delay`, :mod:`fusee.schedule`
-(:mod:`fusee.cron`), :mod:`fusee.workflow`);
+(:mod:`fusee.cron`), :mod:`fusee.objects` (virtual objects; their pure part
+:mod:`fusee.object_core`), :mod:`fusee.workflow`);
 and the face (:mod:`fusee.engine`, :mod:`fusee.testing`).
 """
 
@@ -23,6 +24,7 @@ from .cron import CronError
 from .durations import parse as parse_duration
 from .engine import Ctx, Engine, IdPolicy, Retry, Run, Signal, StepContext, Workflow, signal, workflow
 from .schedule import Schedule
+from .objects import ObjectCtx, ObjectRef, ObjectType, StateView
 from .errors import (
     CODES,
     AlreadyExists,
@@ -31,6 +33,11 @@ from .errors import (
     NotPaused,
     NotRunning,
     StreamClosed,
+    CallFailed,
+    ReadOnlyState,
+    UnknownHandler,
+    UnknownObjectType,
+    VersionMismatch,
     UpdateFailed,
     UpdateRejected,
     Busy,
@@ -74,6 +81,15 @@ __all__ = [
     "Signal",
     "Workflow",
     "Schedule",
+    "ObjectType",
+    "ObjectRef",
+    "ObjectCtx",
+    "StateView",
+    "CallFailed",
+    "ReadOnlyState",
+    "UnknownHandler",
+    "UnknownObjectType",
+    "VersionMismatch",
     "CronError",
     "register",
     "parse_duration",

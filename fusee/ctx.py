@@ -704,6 +704,14 @@ class Ctx:
 
         return Stream(self, name)
 
+    def object(self, type: Any, key: str) -> Any:
+        """Object ``type`` / ``key`` (:class:`fusee.objects.WorkflowObjectRef`): ``call(handler, arg,
+        call_id=None)`` is a step of this run, its answer recorded here and replayed (the object runs an
+        exclusive call once per call ID, so a body run again after a crash is answered the same)."""
+        from . import objects as _objects
+
+        return _objects.WorkflowObjectRef(self, _objects._type_name(type), _objects._check_key(key))
+
     def on_query(self, name: str, fn: Callable[[Any], Any]) -> None:
         """Answer ``engine.query(id, name, arg)`` with ``fn(arg)`` (read-only: records nothing)."""
         if type(name) is not str:

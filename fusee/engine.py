@@ -47,6 +47,7 @@ from . import delay as _delay
 from . import durations as _durations
 from . import parking as _parking
 from . import schedule as _schedule
+from . import objects as _objects
 from . import blob_refs as _blob_refs
 from . import store as _store
 from .errors import EngineFailed, Error, InvalidToken, NotFound, StorageError, UpdateFailed, UpdateRejected, failure_of
@@ -156,8 +157,8 @@ def _unalias(a: Any) -> None:
 
 def _builtin_workflows() -> list[Workflow]:
     """The workflow types every engine has: ``fusee.queued``, ``fusee.concurrency``, ``fusee.delay``,
-    ``fusee.schedule``, ``fusee.scheduled``."""
-    return _concurrency.workflows() + _delay.workflows() + _schedule.workflows()
+    ``fusee.schedule``, ``fusee.scheduled``, ``fusee.object``."""
+    return _concurrency.workflows() + _delay.workflows() + _schedule.workflows() + _objects.workflows()
 
 
 class Engine:
@@ -175,6 +176,7 @@ class Engine:
         self.host = host
         self.shards = host.shards
         self._checkpoint_on_shutdown = checkpoint_on_shutdown
+        _objects.registry(host)  # object types are defined from now on (fusee.objects)
 
     @property
     def http_url(self) -> str | None:
@@ -738,6 +740,22 @@ class Engine:
                 continue
             by_id[id] = {k: w[k] for k in ("id", "run", "type", "status", "shard")}
         return sorted((d for d in by_id.values() if status is None or d["status"] == status), key=lambda d: d["id"])
+
+    # -- virtual objects (fusee.objects)
+
+    def object_type(self, name: str) -> "_objects.ObjectType":
+        """Object type ``name`` of this engine (made now if it has none), to define handlers on:
+        ``engine.object_type("cart").exclusive("add", add).shared("total", total)``, each ``fn(ctx, arg)``
+        with ``ctx`` a :class:`fusee.objects.ObjectCtx`.  Exclusive handlers of one key take turns and
+        commit ``ctx.state`` with their result; shared ones run concurrently and only read it
+        (:mod:`fusee.objects`).  Define them right after the open: a key's run recovered meanwhile waits."""
+        return _objects.object_type(self, name)
+
+    def object(self, type: Any, key: str) -> "_objects.ObjectRef":
+        """Object ``type`` (an object type or its name) / ``key``: ``call(handler, arg, call_id=None,
+        timeout=None)``, ``state()``, ``set(key, value, version=None)``, ``clear(key=None, version=None)``
+        (:class:`fusee.objects.ObjectRef`).  :class:`UnknownObjectType` for a type this engine does not have."""
+        return _objects.object_ref(self, type, key)
 
     # -- schedules (fusee.schedule)
 

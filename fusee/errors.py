@@ -47,6 +47,12 @@ class                  code                     means
 :class:`NotPaused`     ``"not_paused"``         ``resume`` of a run that is not paused
 :class:`StreamClosed`  ``"stream_closed"``      a chunk written to a stream closed before: nothing
                                                 recorded
+:class:`UnknownObjectType` ``"unknown_object_type"`` no object type of that name (lists those there are)
+:class:`UnknownHandler` ``"unknown_handler"``   the object type has no handler of that name
+:class:`CallFailed`    ``"call_failed"``        an object handler raised (recorded; the state is unchanged)
+:class:`VersionMismatch` ``"version_mismatch"`` an edit of an object's state expected another version:
+                                                nothing recorded
+:class:`ReadOnlyState` ``"read_only_state"``    a shared handler tried to change its object's state
 =====================  =======================  ===========================================
 
 A *failure* (``StepFailed.failure``, ``Failed.failure``) is a JSON value
@@ -88,6 +94,11 @@ __all__ = [
     "AlreadySettled",
     "NotPaused",
     "StreamClosed",
+    "UnknownObjectType",
+    "UnknownHandler",
+    "CallFailed",
+    "VersionMismatch",
+    "ReadOnlyState",
     "storage_error",
     "CODES",
     "failure_of",
@@ -509,6 +520,92 @@ class StreamClosed(Error):
         return f"stream {self.stream!r} of run {self.id!r} is closed: the chunk is refused, nothing recorded"
 
 
+class UnknownObjectType(Error):
+    """No object type ``name`` is defined on this engine (``engine.object_type(name)``); ``registered``
+    lists those that are.  Raised at the call, nothing recorded."""
+
+    code = "unknown_object_type"
+
+    def __init__(self, name: Any, registered: Any = ()) -> None:
+        super().__init__(name, registered)
+        self.name = name
+        self.registered = registered
+
+    def _message(self) -> str:
+        known = ", ".join(repr(n) for n in self.registered) or "none"
+        return f"no object type {self.name!r} (defined: {known})"
+
+
+class UnknownHandler(Error):
+    """Object type ``type`` has no handler ``handler`` (``handlers``: those it has).  Raised at the call,
+    nothing recorded."""
+
+    code = "unknown_handler"
+
+    def __init__(self, type: Any, handler: Any, handlers: Any = ()) -> None:
+        super().__init__(type, handler, handlers)
+        self.type = type
+        self.handler = handler
+        self.handlers = handlers
+
+    def _message(self) -> str:
+        known = ", ".join(repr(n) for n in self.handlers) or "none"
+        return f"object type {self.type!r} has no handler {self.handler!r} (it has: {known})"
+
+
+class CallFailed(Error):
+    """Handler ``handler`` of object ``type`` / ``key`` raised in call ``call_id``: ``failure`` (recorded as
+    the call's answer; the state it set is not committed).  The same call ID sent again raises it again."""
+
+    code = "call_failed"
+
+    def __init__(self, type: Any, key: Any, handler: Any, call_id: Any = None, failure: Any = None) -> None:
+        super().__init__(type, key, handler, call_id, failure)
+        self.type = type
+        self.key = key
+        self.handler = handler
+        self.call_id = call_id
+        self.failure = failure
+
+    def _message(self) -> str:
+        return f"handler {self.handler!r} of object {self.type}/{self.key} failed: {_shown(self.failure)}"
+
+
+class VersionMismatch(Error):
+    """An edit of object ``type`` / ``key``'s state expected version ``expected``; it is at ``actual``.
+    Nothing recorded: read the state again (``ObjectRef.state()``) and retry."""
+
+    code = "version_mismatch"
+
+    def __init__(self, type: Any, key: Any, expected: Any, actual: Any) -> None:
+        super().__init__(type, key, expected, actual)
+        self.type = type
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+
+    def _message(self) -> str:
+        return (
+            f"object {self.type}/{self.key} is at version {self.actual}, not {self.expected}: "
+            "the edit is refused, nothing recorded"
+        )
+
+
+class ReadOnlyState(Error):
+    """A shared handler (``handler`` of object type ``type``) tried to change its state: shared handlers
+    only read (make it an exclusive handler).  Usually a programming error."""
+
+    code = "read_only_state"
+
+    def __init__(self, type: Any, handler: Any) -> None:
+        super().__init__(type, handler)
+        self.type = type
+        self.handler = handler
+
+    def _message(self) -> str:
+        return f"handler {self.handler!r} of object type {self.type!r} is shared: its state is read-only"
+
+
 _FULL = (_errno.ENOSPC, getattr(_errno, "EDQUOT", -1))  # the errnos of a full disk (or quota)
 
 
@@ -549,6 +646,11 @@ CODES: Final[dict[str, type[Error]]] = {
         AlreadySettled,
         NotPaused,
         StreamClosed,
+        UnknownObjectType,
+        UnknownHandler,
+        CallFailed,
+        VersionMismatch,
+        ReadOnlyState,
     )
 }
 """Each code to its class (the base's ``"error"`` is not listed)."""

@@ -36,6 +36,11 @@ from fusee.errors import (
     AlreadySettled,
     NotPaused,
     StreamClosed,
+    UnknownObjectType,
+    UnknownHandler,
+    CallFailed,
+    VersionMismatch,
+    ReadOnlyState,
     failure_of,
 )
 
@@ -67,6 +72,11 @@ CASES = [
     (AlreadySettled, ("fz1.0.0.x.y", "ok"), ("token", "status"), "already_settled"),
     (NotPaused, ("order-1", "running"), ("id", "status"), "not_paused"),
     (StreamClosed, ("chat-1", "tokens"), ("id", "stream"), "stream_closed"),
+    (UnknownObjectType, ("cart", ["user"]), ("name", "registered"), "unknown_object_type"),
+    (UnknownHandler, ("cart", "pay", ["add", "total"]), ("type", "handler", "handlers"), "unknown_handler"),
+    (CallFailed, ("cart", "alice", "add", "c-1", {"type": "ValueError", "message": "no sku"}), ("type", "key", "handler", "call_id", "failure"), "call_failed"),
+    (VersionMismatch, ("cart", "alice", 3, 4), ("type", "key", "expected", "actual"), "version_mismatch"),
+    (ReadOnlyState, ("cart", "total"), ("type", "handler"), "read_only_state"),
 ]
 
 
