@@ -55,6 +55,10 @@ something crashes):
    step body (the LLM case), while a reader (``engine.read_stream``) takes them as they become durable:
    chunks/s from the start to the reader's last chunk, against the same chunks written by workflow
    code (one operation per chunk), alternating, best of ``--reps``, on disk.  Informative (no target).
+12. Object calls against updates, on disk: 1,000 exclusive ``ObjectRef.call`` one after another to one key
+   (each answered once its commit, the ``UpdateDone`` of the key's run holding answer and state change, is
+   durable; the handler bumps a counter in ``ctx.state``, no step) against 1,000 ``engine.update`` calls to
+   one run (the handler of 10), alternating, best of ``--reps``.  Informative (no target).
 
 Output: one line per result, then a Markdown summary table (for the README), then one JSON line
 (the last line) with every figure and sample.
@@ -833,6 +837,63 @@ def bench_stream(quick: bool, reps: int) -> list[Result]:
 
 
 # --------------------------------------------------------------------------
+# 12. Object calls against updates
+# --------------------------------------------------------------------------
+
+
+def _obj_bump(ctx: Any, v: Any) -> int:
+    """An exclusive handler: bumps the key's counter (committed with the answer)."""
+    n = ctx.state.get("n", 0) + 1
+    ctx.state.set("n", n)
+    return n
+
+
+def bench_objects(quick: bool, reps: int) -> list[Result]:
+    n = INTERACTIONS[quick]
+    obj: list[float] = []
+    upd: list[float] = []
+    with fusee.Engine.open(_fresh("objects"), workflows=[inbox], shards=4) as engine:
+        engine.object_type("bench.counter").exclusive("bump", _obj_bump)
+        for _ in range(reps):
+            rid = next(_rep_ids)
+            wid = f"inbox-{rid}"
+            ref = engine.object("bench.counter", f"key-{rid}")
+            engine.start(inbox, wid, 0)
+            engine.update(wid, "bump", 0)  # the run is loaded and waiting: warm
+            ref.call("bump", 0)  # the key's run started and loaded: warm
+
+            def calls() -> float:
+                t0 = time.perf_counter()
+                for i in range(n):
+                    ref.call("bump", i)
+                return time.perf_counter() - t0
+
+            def updates() -> float:
+                t0 = time.perf_counter()
+                for i in range(n):
+                    engine.update(wid, "bump", i)
+                return time.perf_counter() - t0
+
+            order = (calls, updates) if len(obj) % 2 == 0 else (updates, calls)
+            for fn in order:
+                with gc_paused():
+                    dt = fn()
+                (obj if fn is calls else upd).append(n / dt)
+            engine.signal(wid, "stop")
+            assert engine.result(wid, timeout=600) == n + 1
+            assert ref.state().values == {"n": n + 1}
+        m = engine.metrics()
+    note = (
+        f"{n:,} sequential calls each, to one key / one run on one of 4 shards, alternating, best of {reps}: an "
+        f"exclusive call is an update of the key's run (Update + UpdateDone with the state change; the caller "
+        f"also checks the handler exists and the run continues as new every 200 calls); records per flush "
+        f"{m['records_per_flush']:.1f}"
+    )
+    return [Result("objects", "12", "exclusive object calls/s against updates/s, one key / one run, on disk", n,
+                   "calls/s", max(obj), "updates", max(upd), note=note, samples={"fusee": obj, "updates": upd})]
+
+
+# --------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------
 
@@ -848,6 +909,7 @@ MEASUREMENTS: dict[str, Callable[[bool, int], list[Result]]] = {
     "9": bench_scaling,
     "10": bench_updates,
     "11": bench_stream,
+    "12": bench_objects,
 }
 
 

@@ -25,6 +25,11 @@ Routes (JSON unless said; a workflow ID is one percent-encoded path segment)::
     GET  /api/schedules/{name}       the schedule: spec, state, next, running, recent
     POST /api/schedules/{name}/pause | resume | trigger ({"id"} of the run it starts)
     DELETE /api/schedules/{name}     end the schedule (its runs go on)
+    GET  /api/objects                {"objects": [{"type", "handlers": [{"name", "kind"}]}]} : the object types defined
+    GET  /api/objects/{type}/{key}   {"type", "key", "id", "values", "version"} : the key's last committed state
+    POST /api/objects/{type}/{key}/call  {"handler", "arg", "call_id", "timeout"} -> {"result", "call_id"}
+    PUT  /api/objects/{type}/{key}/state/{name}  {"value", "version", "timeout"} -> {"version"} : set one value
+    DELETE /api/objects/{type}/{key}/state[/{name}]  {"version", "timeout"} (or no body) -> {"version"} : clear one or all
     GET  /api/workflows              the workflow types the engine can start
     GET  /api/metrics                Engine.metrics() as JSON
     GET  /api/health                 {"ok": true}
@@ -51,7 +56,8 @@ from urllib.parse import parse_qsl, quote, urlsplit
 from gevent import pywsgi
 
 from . import http_api as api
-from .errors import Error, NotFound, UnknownWorkflow
+from . import objects as _objects
+from .errors import CallFailed, Error, NotFound, UnknownHandler, UnknownObjectType, UnknownWorkflow, VersionMismatch
 from .inspection import ADDRESS_FILE as _ADDRESS_FILE
 from .metrics_text import CONTENT_TYPE as PROMETHEUS_TYPE
 from .metrics_text import prometheus
@@ -221,8 +227,14 @@ class _App:
         e = error_json(exc)
         if type(exc) is Error:  # a query the run does not answer
             return 400, {"error": e}
-        if isinstance(exc, UnknownWorkflow):
+        if isinstance(exc, (UnknownWorkflow, UnknownObjectType)):
             e["registered"] = list(exc.registered)
+        elif isinstance(exc, UnknownHandler):
+            e["handlers"] = list(exc.handlers)
+        elif isinstance(exc, CallFailed):
+            e["call_id"] = exc.call_id
+        elif isinstance(exc, VersionMismatch):
+            e["expected"], e["version"] = exc.expected, exc.actual
         return api.status_of(exc.code), {"error": e}
 
     # -- the routes
@@ -255,9 +267,20 @@ class _App:
         if r.name == "schedule":
             _no_query(qs)
             return 200, plain(e.schedule_handle(r.key).describe())
+        if r.name == "objects":
+            _no_query(qs)
+            return 200, {"objects": [{"type": t, "handlers": [{"name": n, "kind": k} for n, k in hs.items()]}
+                                     for t, hs in _objects.defined_types(e).items()]}
+        if r.name == "object":
+            _no_query(qs)
+            ref = e.object(r.type, r.key)
+            values, version = ref.state()
+            return 200, {"type": ref.type, "key": ref.key, "id": ref.id, "values": plain(values), "version": version}
         body = self._body(environ, empty_ok=method == "DELETE")
         if r.name.startswith("schedule_"):
             return self._schedule(r, body)
+        if r.name.startswith("object_"):
+            return self._object(r, body)
         if r.name in ("complete", "fail"):
             token, value = api.token_args(body, "value" if r.name == "complete" else "error")
             (e.complete if r.name == "complete" else e.fail)(token, value)
@@ -306,6 +329,35 @@ class _App:
                        "applied: send it again with the same update_id")
             return 504, {"error": {"code": "timeout", "message": message, "update_id": update_id}}
         return 200, {"result": plain(result), "update_id": update_id}
+
+    def _object(self, r: api.Route, body: Any) -> tuple[int, Any]:
+        """A call of an object's handler, or an edit of its state (set one value, clear one or all).  A call's
+        answer carries its call ID (made here when the client gave none), so a client whose request timed
+        out can send it again and have it run once."""
+        if r.name == "object_call":
+            a = api.call_args(body)
+            ref = self.engine.object(r.type, r.key)
+            call_id = a.call_id or f"fusee.call/http-{os.urandom(12).hex()}"
+            try:
+                result = ref.call(a.handler, a.arg, call_id=call_id, timeout=a.timeout)
+            except TimeoutError:
+                message = (f"call {a.handler!r} of object {ref.type}/{ref.key} was not answered within {a.timeout:g} s; "
+                           "it may still run: send it again with the same call_id")
+                return 504, {"error": {"code": "timeout", "message": message, "call_id": call_id}}
+            return 200, {"result": plain(result), "call_id": call_id}
+        a2 = api.edit_args(body, set=r.name == "object_set")
+        ref = self.engine.object(r.type, r.key)
+        try:
+            if r.name == "object_set":
+                assert r.field is not None
+                version = ref.set(r.field, a2.value, version=a2.version, timeout=a2.timeout)
+            else:
+                version = ref.clear(r.field, version=a2.version, timeout=a2.timeout)
+        except TimeoutError:
+            message = (f"the edit of object {ref.type}/{ref.key} was not answered within {a2.timeout:g} s (a handler "
+                       "holds the key's turn); it may still be applied: read the state before sending it again")
+            return 504, {"error": {"code": "timeout", "message": message}}
+        return 200, {"version": version}
 
     def _schedule(self, r: api.Route, body: Any) -> tuple[int, Any]:
         """The schedule routes that change something: create, pause, resume, trigger, delete."""

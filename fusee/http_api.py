@@ -39,6 +39,10 @@ __all__ = [
     "no_args",
     "ScheduleArgs",
     "schedule_args",
+    "CallArgs",
+    "call_args",
+    "EditArgs",
+    "edit_args",
     "StreamQuery",
     "parse_stream_query",
     "page",
@@ -97,6 +101,11 @@ _STATUS: Final[dict[str, int]] = {
     "corrupt": 500,
     "locked": 409,
     "wrong_layout": 409,
+    "unknown_object_type": 404,
+    "unknown_handler": 404,
+    "call_failed": 422,
+    "version_mismatch": 409,
+    "read_only_state": 500,  # a shared handler's bug (as a query handler that raises: query_failed)
 }
 
 
@@ -119,12 +128,16 @@ class BadRequest(Exception):
 class Route:
     """A request's route: ``name`` (``"list"``, ``"describe"``, ``"start"``, ``"signal"``, ...), the
     workflow ``id`` it is about (or None), ``static`` (a UI file's name) for the UI's routes, and
-    ``key``: the stream's name (``"stream"``) or the schedule's name (``"schedule*"`` routes)."""
+    ``key``: the stream's name (``"stream"``), the schedule's name (``"schedule*"`` routes) or the
+    object's key (``"object*"`` routes, with its ``type`` and, to set or clear one value, ``field``:
+    that value's name in the state)."""
 
     name: str
     id: str | None = None
     static: str | None = None
     key: str | None = None
+    type: str | None = None
+    field: str | None = None
 
 
 _ACTIONS: Final = ("signal", "cancel", "terminate", "query", "update", "resume")
@@ -208,7 +221,35 @@ def route(method: str, raw_path: str) -> Route:
         if len(rest) == 3 and rest[0] == "schedules" and rest[2] in _SCHEDULE_ACTIONS:
             allow("POST")
             return Route("schedule_" + rest[2], key=_decode_id(rest[1], "schedule name"))
+        if rest[:1] == ["objects"]:
+            return _object_route(rest[1:], method, allow)
     raise BadRequest(f"no route {raw_path[:200]!r}", "no_route", 404)
+
+
+def _object_route(rest: list[str], method: str, allow: Any) -> Route:
+    """The routes under ``/api/objects``: the types, one key's state, a call, an edit of the state."""
+    if not rest:
+        allow("GET")
+        return Route("objects")
+    if len(rest) < 2 or len(rest) > 4:
+        raise BadRequest(f"no route under /api/objects/ with {len(rest)} segments", "no_route", 404)
+
+    def obj(name: str, field: str | None = None) -> Route:
+        return Route(name, key=_decode_id(rest[1], "object key"), type=_decode_id(rest[0], "object type"), field=field)
+
+    if len(rest) == 2:
+        allow("GET")
+        return obj("object")
+    if len(rest) == 3 and rest[2] == "call":
+        allow("POST")
+        return obj("object_call")
+    if len(rest) == 3 and rest[2] == "state":
+        allow("DELETE")
+        return obj("object_clear")
+    if len(rest) == 4 and rest[2] == "state":
+        allow("PUT", "DELETE")
+        return obj("object_set" if method == "PUT" else "object_clear", _decode_id(rest[3], "state value's name"))
+    raise BadRequest("no route under /api/objects/ like that", "no_route", 404)
 
 
 # -- the list's query string -------------------------------------------------------------
@@ -589,3 +630,50 @@ def parse_stream_query(qs: str) -> StreamQuery:
         if not (math.isfinite(wait) and 0 <= wait <= MAX_STREAM_WAIT):
             raise BadRequest(f"wait is seconds from 0 to {MAX_STREAM_WAIT:g}, not {v[:40]!r}")
     return StreamQuery(offset, limit, wait)
+
+
+@dataclass(frozen=True)
+class CallArgs:
+    """An object call's arguments: the ``handler``'s name, its ``arg``, the ``call_id`` (None: the server
+    makes one, and answers it) and ``timeout`` in seconds."""
+
+    handler: str
+    arg: Any = None
+    call_id: str | None = None
+    timeout: float = DEFAULT_UPDATE_TIMEOUT
+
+
+def call_args(body: Any) -> CallArgs:
+    """``{"handler", "arg"?, "call_id"?: str, "timeout"?: duration}`` checked (``timeout`` at most
+    :data:`MAX_WAIT`, default :data:`DEFAULT_UPDATE_TIMEOUT`)."""
+    b = _object(body, ("handler", "arg", "call_id", "timeout"))
+    handler = _name(b, "handler")
+    call_id = _name(b, "call_id", required=False)
+    timeout = _bounded_seconds(b, "timeout", DEFAULT_UPDATE_TIMEOUT, MAX_WAIT)
+    return CallArgs(handler, b.get("arg"), call_id, timeout)  # type: ignore[arg-type]
+
+
+MAX_VERSION: Final = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class EditArgs:
+    """An edit of an object's state: the ``value`` to set (a clear has none), the ``version`` the state must
+    have (None: any) and ``timeout`` in seconds (the edit waits for a running handler)."""
+
+    value: Any = None
+    version: int | None = None
+    timeout: float = DEFAULT_UPDATE_TIMEOUT
+
+
+def edit_args(body: Any, set: bool) -> EditArgs:
+    """A set's ``{"value", "version"?: int, "timeout"?: duration}`` (``set``) or a clear's ``{"version"?,
+    "timeout"?}`` checked: ``value`` is required to set (``null`` sets null)."""
+    b = _object(body, ("value", "version", "timeout") if set else ("version", "timeout"))
+    if set and "value" not in b:
+        raise BadRequest("value is required: the value to set (null sets null)")
+    version = b.get("version")
+    if version is not None and (type(version) is not int or not 0 <= version <= MAX_VERSION):
+        raise BadRequest("version is an integer >= 0: the version the state must have (GET the object for it)")
+    timeout = _bounded_seconds(b, "timeout", DEFAULT_UPDATE_TIMEOUT, MAX_WAIT)
+    return EditArgs(b.get("value"), version, timeout)

@@ -234,6 +234,14 @@ def object_type(engine: "Engine", name: Any) -> ObjectType:
     return t
 
 
+def defined_types(engine: "Engine") -> dict[str, dict[str, str]]:
+    """The object types defined on ``engine``, by name: each handler's name and kind (``"exclusive"`` or
+    ``"shared"``), in name order (the HTTP API's ``GET /api/objects``)."""
+    reg = registry(engine.host)
+    with reg.lock:
+        return {n: {h: k for h, (k, _) in sorted(t._handlers.items())} for n, t in sorted(reg.types.items())}
+
+
 def _type_name(t: Any) -> str:
     if type(t) is ObjectType:
         return t.name

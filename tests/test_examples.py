@@ -103,3 +103,18 @@ def test_fusee_stream_example_streams_every_token_once_across_a_restart():
     assert head + tail == answer and 0 < int(n) < 31
     assert "-- stream closed after 31 tokens --" in out
     assert "again from offset 0: True 31 tokens" in out
+
+
+def test_fusee_objects_example_takes_turns_answers_a_call_id_once_and_checks_versions():
+    """examples/fusee_objects.py: ten concurrent deposits to one account all land, a workflow pays through
+    ``ctx.object``, a withdrawal re-sent with its call ID pays out once, a failed call commits nothing, a
+    stale outside edit is refused, and the state survives a reopen."""
+    out = run_example("fusee_objects.py")
+    assert "after 10 concurrent deposits of 10: 100" in out
+    assert "payday workflow result: 1100" in out
+    assert "withdraw 300 as atm-7 twice: 800, 800; paid out 1 time(s)" in out
+    assert "withdraw 10000 refused: insufficient funds: 800 < 10000 - balance still 800" in out
+    assert "stale edit refused: expected version 12, the state is at 13" in out
+    assert "withdraw while frozen: the account is frozen" in out
+    assert "after reopen: StateView(values={'balance': 800, 'frozen': True}, version=13)" in out
+    assert "unfrozen at version 14 - withdraw 50 leaves 750" in out

@@ -176,6 +176,55 @@ def test_every_fusee_error_code_has_a_fitting_status():
         400, 422, 409, 400, 409, 504]
 
 
+def test_the_routes_and_statuses_of_objects():
+    assert api.route("GET", "/api/objects") == api.Route("objects")
+    assert api.route("HEAD", "/api/objects/cart/a%2Fb") == api.Route("object", key="a/b", type="cart")
+    assert api.route("POST", "/api/objects/cart/a/call") == api.Route("object_call", key="a", type="cart")
+    assert api.route("PUT", "/api/objects/cart/a/state/n%20b") == api.Route("object_set", key="a", type="cart", field="n b")
+    assert api.route("DELETE", "/api/objects/cart/a/state/n") == api.Route("object_clear", key="a", type="cart", field="n")
+    assert api.route("DELETE", "/api/objects/cart/a/state") == api.Route("object_clear", key="a", type="cart")
+    for method, path, status in (("POST", "/api/objects", 405), ("DELETE", "/api/objects/cart/a", 405),
+                                 ("GET", "/api/objects/cart/a/call", 405), ("GET", "/api/objects/cart/a/state", 405),
+                                 ("POST", "/api/objects/cart/a/state/n", 405), ("GET", "/api/objects/cart", 404),
+                                 ("GET", "/api/objects/", 404), ("POST", "/api/objects/cart/a/run", 404),
+                                 ("PUT", "/api/objects/cart/a/state/n/m", 404), ("GET", "/api/objects/cart/%FF", 400),
+                                 ("GET", "/api/objects//a", 400), ("PUT", "/api/objects/cart/a/state/", 400)):
+        with pytest.raises(api.BadRequest) as info:
+            api.route(method, path)
+        assert info.value.status == status, (method, path)
+    assert [api.status_of(c) for c in ("unknown_object_type", "unknown_handler", "call_failed", "version_mismatch", "read_only_state")] == [
+        404, 404, 422, 409, 500]
+
+
+@given(st.text(min_size=1, max_size=30), st.text(min_size=1, max_size=30), st.text(min_size=1, max_size=30))
+def test_an_object_type_key_and_value_name_are_one_segment_each(t, key, field):
+    from urllib.parse import quote
+
+    base = f"/api/objects/{quote(t, safe='')}/{quote(key, safe='')}"
+    assert api.route("GET", base) == api.Route("object", key=key, type=t)
+    assert api.route("POST", base + "/call") == api.Route("object_call", key=key, type=t)
+    assert api.route("PUT", f"{base}/state/{quote(field, safe='')}") == api.Route("object_set", key=key, type=t, field=field)
+
+
+@settings(max_examples=150, deadline=None)
+@given(json_values | st.fixed_dictionaries({}, optional={
+    "handler": st.sampled_from(["add", "", 3, None]), "arg": json_values, "call_id": st.sampled_from(["c-1", "", 7, None]),
+    "timeout": st.sampled_from([0, 0.5, "10s", 300, 301, "soon", -1, True]), "value": json_values,
+    "version": st.sampled_from([0, 3, -1, 1.5, True, "1", None, 1 << 63]),
+}))
+def test_object_call_and_edit_arguments_are_typed_or_a_bad_request(body):
+    c = _only_bad_request(api.call_args, body)
+    if c is not None:
+        assert type(c.handler) is str and c.handler and 0 <= c.timeout <= api.MAX_WAIT
+        assert c.call_id is None or (type(c.call_id) is str and c.call_id)
+    for to_set in (True, False):
+        a = _only_bad_request(api.edit_args, body, to_set)
+        if a is not None:
+            assert a.version is None or (type(a.version) is int and 0 <= a.version <= api.MAX_VERSION)
+            assert 0 <= a.timeout <= api.MAX_WAIT and (to_set or a.value is None)
+            assert not to_set or "value" in body
+
+
 def test_the_timeline_of_records_in_journal_order():
     journal = [
         (1, r.Start(0, "x", "t", 1, 10.0, {"a": 1}, ["fail", "fail"], None, {"id": "p", "run": 3}, {"run": 4})),

@@ -82,16 +82,31 @@ def ui(tmp_path_factory):
 
 
 def _wait(browser, condition, timeout: float = 15.0, what: str = "") -> Any:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(browser, timeout, poll_frequency=0.1).until(condition, message=what)
+    # a table's rows are replaced whenever what they show changes: an element found may go stale
+    return WebDriverWait(browser, timeout, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)).until(condition, message=what)
+
+
+def _click(browser, css: str, what: str = "") -> None:
+    """Click the element ``css`` (found again if the refreshed table replaced it in between)."""
+    from selenium.webdriver.common.by import By
+
+    _wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, css).click() or True, what=what or css)
 
 
 def _text(browser, css: str) -> str:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
-    found = browser.find_elements(By.CSS_SELECTOR, css)
-    return found[0].text if found else ""
+    for _ in range(20):  # a refreshed table may replace the element between finding and reading it: find it again
+        found = browser.find_elements(By.CSS_SELECTOR, css)
+        try:
+            return found[0].text if found else ""
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"{css} kept being replaced")
 
 
 def _shot(browser, name: str, height: int | None = None) -> None:
@@ -260,12 +275,12 @@ def test_the_schedules_page_pauses_resumes_triggers_deletes_and_creates(ui):
     row = '#schedules-table tr[data-name="nightly"]'
     _wait(browser, lambda b: _text(b, row + " .status") == "active", what="the schedule in the table")
     assert "cron 0 2 * * mon-fri (UTC)" in _text(browser, row) and _text(browser, row + " .next")
-    browser.find_element(By.CSS_SELECTOR, row + " button.sched-pause").click()
+    _click(browser, row + " button.sched-pause")
     _wait(browser, lambda b: _text(b, row + " .status") == "paused", what="paused")
     assert _text(browser, row + " .next") == ""
-    browser.find_element(By.CSS_SELECTOR, row + " button.sched-resume").click()
+    _click(browser, row + " button.sched-resume")
     _wait(browser, lambda b: _text(b, row + " .status") == "active", what="active again")
-    browser.find_element(By.CSS_SELECTOR, row + " button.sched-trigger").click()
+    _click(browser, row + " button.sched-trigger")
     _wait(browser, lambda b: _text(b, "#message").startswith("started nightly@"), what="the triggered run")
     fired = _text(browser, "#message").split(" ", 1)[1]
     _wait(browser, lambda b: _text(b, row + " .last") == fired, what="the fired run as the last one")
@@ -283,9 +298,9 @@ def test_the_schedules_page_pauses_resumes_triggers_deletes_and_creates(ui):
     assert server.call("GET", "/api/schedules/hourly")[1]["every"] == 3600.0
     _shot(browser, "schedules")
 
-    browser.find_element(By.CSS_SELECTOR, '#schedules-table tr[data-name="hourly"] button.sched-delete').click()
+    _click(browser, '#schedules-table tr[data-name="hourly"] button.sched-delete')
     _wait(browser, lambda b: not b.find_elements(By.CSS_SELECTOR, '#schedules-table tr[data-name="hourly"]'), what="deleted")
     assert server.call("GET", "/api/schedules/hourly")[0] == 404
-    browser.find_element(By.CSS_SELECTOR, row + " a").click()  # the last fired run's page
+    _click(browser, row + " a")  # the last fired run's page
     _wait(browser, lambda b: _text(b, "#run-id") == fired and _text(b, "#run-status") == "completed", what="the fired run's page")
     assert _text(browser, "#run-result") == "6"
