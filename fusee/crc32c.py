@@ -123,6 +123,7 @@ def crc32c_python(data: bytes | bytearray | memoryview, value: int = 0) -> int:
 # --------------------------------------------------------------------------
 
 _c = native.load("crc32c")
+_fill_native: Callable[[bytearray], int] | None = None  # fill_frames in C, when the module has it
 
 crc32c_native: Callable[..., int] | None
 IMPLEMENTATION: Literal["native", "python"]
@@ -145,12 +146,14 @@ if _c is not None:
     if hasattr(_c.lib, "crc32c_fill_frames"):  # a module built before it was added lacks it
         _fill = _c.lib.crc32c_fill_frames
 
-        def fill_frames(buf: bytearray) -> int:
+        def _fill_c(buf: bytearray) -> int:
             """:func:`fill_frames_python` in one C call (the GIL given up once for the whole batch)."""
             n = _fill(_from_buffer(buf), len(buf))
             if n < 0:
                 raise ValueError("fill_frames: a frame's length runs past the end of the buffer")
             return n
+
+        _fill_native = _fill_c
 
     IMPLEMENTATION = "native"
     HARDWARE = bool(_c.lib.crc32c_hw())
@@ -185,5 +188,4 @@ def fill_frames_python(buf: bytearray) -> int:
     return n
 
 
-if "fill_frames" not in globals():
-    fill_frames = fill_frames_python
+fill_frames: Callable[[bytearray], int] = fill_frames_python if _fill_native is None else _fill_native

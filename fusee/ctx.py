@@ -7,7 +7,6 @@ until the journal is durable through the run's gate (``Machine.gate()``); a ``re
 
 from __future__ import annotations
 
-import inspect
 import random as _random
 import secrets as _secrets
 import uuid as _uuid
@@ -35,6 +34,7 @@ from .replay import ASYNC, CANCEL, CHILD, COMPLETION, SEND, SLEEP, STEP, VALUE, 
 from .workflow import _NO_RETRY, Retry, _signal_name, _wake, shard_of
 from .run_state import RUNNING, _RunState, _UpdateRequest
 from .run_family import _parent_ref
+from .step_context import StepContext, _takes_step_context
 
 if TYPE_CHECKING:
     from .host import Host
@@ -59,52 +59,6 @@ def _result_refused(exc: NotSerializable, step: str) -> NotSerializable:
     if type(path) is str and path.startswith("payload"):
         path = "result" + path[len("payload") :]
     return NotSerializable(exc.value, f"{exc.why} (in the result of step {step!r})", path)
-
-
-class StepContext:
-    """What a step body ``fn(s)`` gets: ``s.key`` (the idempotency key, stable across retries and
-    crashes: ``"<workflow id>/<run>/<seq>"``), ``s.name`` and ``s.attempt`` (1-based)."""
-
-    __slots__ = ("key", "name", "attempt")
-
-    def __init__(self, key: str, name: str, attempt: int) -> None:
-        self.key = key
-        self.name = name
-        self.attempt = attempt
-
-    def __repr__(self) -> str:
-        return f"StepContext(key={self.key!r}, name={self.name!r}, attempt={self.attempt})"
-
-
-_arity_cache: dict[Any, bool] = {}
-_FunctionType = type(_signal_name)
-
-
-def _takes_step_context(fn: Callable[..., Any]) -> bool:
-    if type(fn) is _FunctionType:  # the common case: a plain function or lambda, cached by its code
-        hit = _arity_cache.get(fn.__code__)
-        if hit is not None:
-            return hit
-    code = getattr(fn, "__code__", None)
-    if code is not None and not inspect.ismethod(fn):
-        hit = _arity_cache.get(code)
-        if hit is None:
-            hit = _arity_cache[code] = _signature_takes_one(fn)
-        return hit
-    return _signature_takes_one(fn)
-
-
-def _signature_takes_one(fn: Callable[..., Any]) -> bool:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    positional = [
-        p
-        for p in params
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-    ]
-    return len(positional) >= 1 or any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
 class Ctx:
@@ -708,9 +662,7 @@ class Ctx:
         """Object ``type`` / ``key`` (:class:`fusee.objects.WorkflowObjectRef`): ``call(handler, arg,
         call_id=None)`` is a step of this run, its answer recorded here and replayed (the object runs an
         exclusive call once per call ID, so a body run again after a crash is answered the same)."""
-        from . import objects as _objects
-
-        return _objects.WorkflowObjectRef(self, _objects._type_name(type), _objects._check_key(key))
+        return self._st.host.object_ref(self, type, key)  # set by fusee.engine.open_engine
 
     def on_query(self, name: str, fn: Callable[[Any], Any]) -> None:
         """Answer ``engine.query(id, name, arg)`` with ``fn(arg)`` (read-only: records nothing)."""

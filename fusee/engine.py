@@ -1001,6 +1001,10 @@ def open_engine(
         host = Host.__new__(Host)
         # read by fusee.ctx when a step's retry budget is used up: set before the host resumes any run
         host.on_exhausted = on_exhausted
+        # read by fusee.objects and fusee.ctx (which import neither this module nor each other): the engine
+        # face a run's object calls go through, and the maker of ctx.object's references
+        host.facade = Engine
+        host.object_ref = _objects.workflow_ref
         host.__init__(
             journal,
             registry,

@@ -57,6 +57,7 @@ from gevent import pywsgi
 
 from . import http_api as api
 from . import objects as _objects
+from . import schedule as _schedule
 from .errors import CallFailed, Error, NotFound, UnknownHandler, UnknownObjectType, UnknownWorkflow, VersionMismatch
 from .inspection import ADDRESS_FILE as _ADDRESS_FILE
 from .metrics_text import CONTENT_TYPE as PROMETHEUS_TYPE
@@ -363,7 +364,7 @@ class _App:
         """The schedule routes that change something: create, pause, resume, trigger, delete."""
         e = self.engine
         if r.name == "schedule_create":
-            a = api.schedule_args(body)
+            a = api.schedule_args(body, _schedule.check_spec)
             if a.workflow not in e.host.user_workflows():
                 raise UnknownWorkflow(a.workflow, e.host.user_workflows())
             opts: dict[str, Any] = {"cron": a.cron, "every": a.every, "input": a.input, "overlap": a.overlap, "timezone": a.timezone}

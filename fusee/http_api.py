@@ -15,7 +15,7 @@ import binascii
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Final, Sequence
+from typing import Any, Callable, Final, Sequence
 from urllib.parse import parse_qsl, unquote
 
 from . import codec
@@ -559,12 +559,13 @@ class ScheduleArgs:
     catchup_window: Any = None
 
 
-def schedule_args(body: Any) -> ScheduleArgs:
+def schedule_args(body: Any, check_spec: Callable[..., Any] | None = None) -> ScheduleArgs:
     """``{"name", "workflow", "cron" | "every", "input"?, "overlap"?, "timezone"?, "catchup_window"?}``
-    checked: the spec's rules (one of cron and every, a valid expression, time zone, overlap, durations)
-    are :func:`fusee.schedule.make_spec`'s; whether the workflow is registered is the engine's to say."""
-    from . import schedule as _schedule  # pure: the spec's checks
-
+    checked for shape and types here; the spec's own rules (one of cron and every, a valid expression,
+    time zone, overlap, durations) by ``check_spec(name, workflow, input, cron, every, timezone, overlap,
+    catchup_window)`` (the server passes :func:`fusee.schedule.check_spec`, which reads time zone files:
+    not this module's to call), its ``TypeError``/``ValueError`` a BadRequest.  Whether the workflow is
+    registered is the engine's to say."""
     b = _object(body, ("name", "workflow", "cron", "every", "input", "overlap", "timezone", "catchup_window"))
     name = _name(b, "name")
     workflow = _name(b, "workflow")
@@ -576,13 +577,11 @@ def schedule_args(body: Any) -> ScheduleArgs:
     for key, v in (("every", every), ("catchup_window", catchup)):
         if v is not None and (type(v) not in (str, int, float) or (type(v) is str and len(v) > 64)):
             raise BadRequest(f"{key} is a duration like '15m' or a number of seconds")
-    try:
-        _schedule.make_spec(
-            name, workflow, b.get("input"), cron, every, timezone, overlap,
-            _schedule.DEFAULT_CATCHUP if catchup is None else catchup,
-        )
-    except (TypeError, ValueError) as exc:  # CronError is a ValueError
-        raise BadRequest(str(exc)[:500]) from None
+    if check_spec is not None:
+        try:
+            check_spec(name, workflow, b.get("input"), cron, every, timezone, overlap, catchup)
+        except (TypeError, ValueError) as exc:  # CronError is a ValueError
+            raise BadRequest(str(exc)[:500]) from None
     return ScheduleArgs(name, workflow, cron, every, b.get("input"), overlap, timezone, catchup)  # type: ignore[arg-type]
 
 

@@ -63,6 +63,7 @@ from .errors import (
     UpdateRejected,
     failure_of,
 )
+from .step_context import StepContext, _takes_step_context
 from .workflow import IdPolicy, Retry, Workflow
 
 if TYPE_CHECKING:
@@ -375,8 +376,6 @@ class ObjectCtx:
     def step(self, name: str, fn: Callable[..., Any], retry: Retry | None = None, read_only: bool = False) -> Any:
         if self.exclusive:
             return self._ctx.step(name, fn, retry, read_only)
-        from .ctx import StepContext, _takes_step_context
-
         if type(name) is not str:
             raise TypeError(f"a step's name is a str, not {name!r}")
         self._steps += 1
@@ -500,10 +499,8 @@ def workflows() -> list[Workflow]:
 def _engine_of(host: "Host") -> "Engine":
     """An :class:`fusee.engine.Engine` face over ``host`` (its update path, from a run's process)."""
     eng = getattr(host, "object_engine", None)
-    if eng is None:
-        from .engine import Engine
-
-        eng = host.object_engine = Engine(host)  # type: ignore[attr-defined]
+    if eng is None:  # ``host.facade``: the Engine class, set by fusee.engine.open_engine (no import cycle)
+        eng = host.object_engine = host.facade(host)  # type: ignore[attr-defined]
     return eng
 
 
@@ -686,6 +683,11 @@ def object_ref(engine: "Engine", type: Any, key: Any) -> ObjectRef:
     ref = ObjectRef(engine, type, key)
     _handler_types(engine.host, ref.type)
     return ref
+
+
+def workflow_ref(ctx: Any, type: Any, key: Any) -> "WorkflowObjectRef":
+    """``ctx.object(type, key)`` (:meth:`fusee.ctx.Ctx.object`): the type's name and the key checked."""
+    return WorkflowObjectRef(ctx, _type_name(type), _check_key(key))
 
 
 class WorkflowObjectRef:

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 from .ctx import (
     Ctx,
-    StepContext,
     _ContinueAsNew,
     _Deadline,
     _deliver_send,
     _Parked,
     _result_refused,
-    _signature_takes_one,
-    _takes_step_context,
     _WAITING,
 )
+from .step_context import StepContext, _signature_takes_one, _takes_step_context
 from .run_family import (
     _CHILD_DONE,
     _PARENT_CLOSED,

@@ -72,6 +72,7 @@ __all__ = [
     "wrapper_id",
     "stamp",
     "make_spec",
+    "check_spec",
     "new_state",
     "wake_at",
     "needs_check",
@@ -241,6 +242,14 @@ def make_spec(
     if catchup < MIN_CATCHUP:
         raise ValueError(f"catchup_window is at least {MIN_CATCHUP:g} s (as Temporal's), not {catchup_window!r}")
     return Spec(name, workflow, input, cron, seconds, zone_name, overlap, catchup)
+
+
+def check_spec(name: Any, workflow: str, input: Any, cron: Any, every: Any, timezone: Any, overlap: Any,
+               catchup_window: Any = None) -> Spec:
+    """:func:`make_spec` with ``catchup_window`` None meaning the default (the HTTP API's check of a new
+    schedule, :func:`fusee.http_api.schedule_args`)."""
+    return make_spec(name, workflow, input, cron, every, timezone, overlap,
+                     DEFAULT_CATCHUP if catchup_window is None else catchup_window)
 
 
 @dataclass(frozen=True, slots=True)

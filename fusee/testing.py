@@ -36,7 +36,7 @@ from ensemble.threads import allocate_lock as _allocate_lock
 from . import records as _r
 from .disk import OPS, Disk
 from .engine import Clock, Engine, IdPolicy, Run, Workflow, open_engine
-from .ctx import _takes_step_context
+from .step_context import _takes_step_context
 
 __all__ = [
     "VirtualClock",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from .ctx import _takes_step_context
+from .step_context import _takes_step_context
 from .workflow import Workflow
 
 __all__ = ["traced", "enabled"]

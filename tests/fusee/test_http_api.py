@@ -53,7 +53,9 @@ def test_arguments_from_any_json_are_typed_or_a_bad_request(body):
     a = _only_bad_request(api.start_args, body)
     if a is not None:
         assert type(a.type) is str and type(a.id) is str and a.on_running in ("fail", "attach", "terminate")
-    for fn in (api.update_args, api.no_args, api.schedule_args, lambda b: api.token_args(b, "value")):
+    from fusee.schedule import check_spec
+
+    for fn in (api.update_args, api.no_args, lambda b: api.schedule_args(b, check_spec), lambda b: api.token_args(b, "value")):
         _only_bad_request(fn, body)
     u = _only_bad_request(api.update_args, body)
     if u is not None:
@@ -73,7 +75,7 @@ def test_arguments_from_any_json_are_typed_or_a_bad_request(body):
 def test_schedule_arguments_are_a_valid_spec_or_a_bad_request(body):
     from fusee import schedule
 
-    a = _only_bad_request(api.schedule_args, body)
+    a = _only_bad_request(api.schedule_args, body, schedule.check_spec)
     if a is not None:  # what passed makes a spec the engine accepts
         spec = schedule.make_spec(a.name, a.workflow, a.input, a.cron, a.every, a.timezone, a.overlap,
                                   schedule.DEFAULT_CATCHUP if a.catchup_window is None else a.catchup_window)
