@@ -184,7 +184,7 @@ DECISIONS: dict[str, set[str]] = {
         "constellation._source_core",
     },
     "fusee": {"fusee.replay", "fusee.parking", "fusee.segment", "fusee.records", "fusee.timeline",
-              "fusee.http_api", "fusee.metrics_text"},
+              "fusee.http_api", "fusee.metrics_text", "fusee.object_core"},
 }
 
 #: Modules a decision module may import besides decision modules: plain values, errors and pure
