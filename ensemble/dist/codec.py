@@ -106,6 +106,7 @@ __all__ = [
     "Encoder",
     "Decoder",
     "decoder",
+    "pid_ext",
 ]
 
 
@@ -422,6 +423,12 @@ class Encoder:
     ``busy[0]`` is 0 (no hook of this encoder is running), if it calls :meth:`encode` instead
     when it raises (to get the error explained) and :meth:`renew` after a value of more than
     :data:`KEEP_BUFFER` bytes.
+
+    ``quick`` maps exact types to a function asked first about a value of that type: it
+    answers what the packer's hook would (an ``ExtType`` of :func:`pid_ext`, say), or None to
+    leave the value to the converters.  Such a function must not encode (it is not counted in
+    ``busy``): the runtime's caches of its own pids' exts are what it is for.  Tuples take no
+    Python call but the hook's own.
     """
 
     __slots__ = ("_outs", "_default", "_packer", "pack", "busy")
@@ -433,10 +440,11 @@ class Encoder:
         ref_out: OutConverter | None = None,
         alias_out: OutConverter | None = None,
         named_out: NamedOut | None = None,
+        quick: dict[type, Callable[[Any], Any]] | None = None,
     ) -> None:
         self._outs = (pid_out, ref_out, alias_out, named_out)
         self.busy = [0]  # hooks of this encoder running (Python code that could encode again)
-        self._default = _make_default(pid_out, ref_out, alias_out, self.busy, named_out)
+        self._default = _make_default(pid_out, ref_out, alias_out, self.busy, named_out, quick)
         self._packer: Packer | None = None
         self.renew()
 
@@ -481,6 +489,8 @@ class Encoder:
 
 #: An encoder whose packer has grown past this many bytes gets a new one (its buffer is kept).
 KEEP_BUFFER = 1 << 20
+#: How many pids a decoder's ``keep`` keeps (all are forgotten when it is full).
+KEPT = 4096
 
 
 def _make_default(
@@ -489,15 +499,26 @@ def _make_default(
     alias_out: OutConverter | None,
     busy: list[int] | None = None,
     named_out: NamedOut | None = None,
+    quick: dict[type, Callable[[Any], Any]] | None = None,
 ) -> Callable[[Any], Any]:
     """The packer's hook for what msgpack does not pack itself, with these converters; with
-    ``busy``, ``busy[0]`` counts the calls of it under way."""
+    ``busy``, ``busy[0]`` counts the calls of it under way (but for a tuple's, and those a
+    ``quick`` function answers: see :class:`Encoder`)."""
     outs = (pid_out, ref_out, alias_out, named_out)
 
     if busy is not None:
         base = _make_default(pid_out, ref_out, alias_out, None, named_out)
+        quick_get = (quick or {}).get
 
         def counted(o: Any) -> Any:
+            t = type(o)
+            if t is tuple:  # the commonest, and no converter runs for it
+                return [_T_TUPLE, *o]
+            fast = quick_get(t)
+            if fast is not None:
+                found = fast(o)
+                if found is not None:
+                    return found
             busy[0] += 1
             try:
                 return base(o)
@@ -544,6 +565,14 @@ def _make_default(
         raise NotWireData(_not_wire_data(o), type_name=_type_name(t))
 
     return default
+
+
+def pid_ext(node: str, id: int, creation: int) -> ExtType | None:
+    """The ext a pid ``(node, id, creation)`` travels as (what the packer's hook answers for a
+    pid ``pid_out`` names so), or None when the three are not in range (see :func:`encode`)."""
+    if _valid_id(node, id, creation):
+        return _identity_ext(_PID, node, id, creation)
+    return None
 
 
 def _ask(out: OutConverter | None, kind: int, o: Any) -> ExtType | None:
@@ -734,12 +763,19 @@ def decoder(
     ref_in: InConverter | None = None,
     alias_in: InConverter | None = None,
     named_in: NamedIn | None = None,
+    keep: Callable[[Any], bool] | None = None,
 ) -> "Decoder":
     """:func:`decode` with its converters fixed once (its hooks built once): the fast way to
     decode many frames (``decoder(...).decode``).  Not for two OS threads at once (give each
-    thread its own)."""
+    thread its own).
+
+    ``keep(value)``, asked about each value ``pid_in`` makes, says whether ``pid_in`` would
+    make that very object again from the same bytes (a runtime's interned handles of another
+    node's processes): then the same bytes answer it from then on without a converter call
+    (up to :data:`KEPT` of them)."""
     ins = (pid_in, ref_in, alias_in)
     open_tags = [0]  # tags met that no array has taken as its head yet, in this decode
+    kept: dict[bytes, Any] = {}  # a pid's ext payload -> the value keep() kept for it
 
     def ext_hook(code: int, payload: bytes) -> Any:
         if code != TAG_CODE:
@@ -752,6 +788,9 @@ def decoder(
                 raise Undecodable(f"malformed tag {_short(payload)}")
             open_tags[0] += 1
             return tag
+        known = kept.get(payload)
+        if known is not None:
+            return known
         kind = payload[0] if payload else 0
         if _PID <= kind <= _ALIAS and len(payload) >= _IDENTITY_SIZE:
             _, id, creation = _IDENTITY.unpack_from(payload)
@@ -759,7 +798,12 @@ def decoder(
             make = ins[kind - _PID]
             if make is None:
                 return _wire(_WIRE_CLASSES[kind - _PID], node, id, creation)
-            return make(node, id, creation)
+            value = make(node, id, creation)
+            if kind == _PID and keep is not None and value is not None and keep(value):
+                if len(kept) >= KEPT:
+                    kept.clear()
+                kept[payload] = value
+            return value
         if kind == _BIGINT and len(payload) > 1:
             return int.from_bytes(payload[1:], "little", signed=True)
         raise Undecodable(f"malformed tag {_short(payload)}")

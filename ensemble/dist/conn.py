@@ -60,13 +60,15 @@ class Conn:
         self.writer: Any = None
         self.reader: Any = None
         self.buffer = bytearray()  # bytes read past the last whole frame of the handshake
-        #: header and payload of each frame queued, in order, not yet handed to the socket
+        #: length, envelope header and body of each frame queued, in order, not yet handed to
+        #: the socket (three items a frame)
         self.out: list[bytes] = []
         self.flushing = False  # a flush is scheduled on the carrier
         self.stalled = False  # the writer greenlet holds bytes the kernel did not take yet
         self.held: Any = b""  # those bytes
         self.wake = gevent.event.Event()
         self.failing = False
+        self.read_watcher: Any = None  # the reader's, on a plain socket
         self.loop = node.carrier.loop
         self.encoder = node.encoder
         self.limit = node.max_frame
@@ -119,9 +121,10 @@ class Conn:
         if self.closed:
             return True
         out = self.out
-        out.append(_length_header(n) + header)
+        out.append(_length_header(n))
+        out.append(header)
         out.append(body)
-        if len(out) % (2 * BATCH) == 0:  # another BATCH frames queued
+        if len(out) % (3 * BATCH) == 0:  # another BATCH frames queued
             if self.stalled:
                 if self.direct is not None:
                     self._push()  # the kernel may take more by now (the writer waits for it)
@@ -142,9 +145,10 @@ class Conn:
         if self.closed:
             return
         out = self.out
-        out.append(_length_header(len(header) + len(body)) + header)
+        out.append(_length_header(len(header) + len(body)))
+        out.append(header)
         out.append(body)
-        if len(out) % (2 * BATCH) == 0:  # another BATCH frames queued
+        if len(out) % (3 * BATCH) == 0:  # another BATCH frames queued
             if self.stalled:
                 if self.direct is not None:
                     self._push()  # the kernel may take more by now (the writer waits for it)
@@ -242,11 +246,25 @@ class Conn:
             watcher.close()
 
     def _read_loop(self) -> None:
+        """Read and hand over whole frames until the stream ends or fails.
+
+        On a plain socket the reader reads the socket's own non-blocking socket: after a read
+        that took less than it asked (the kernel had no more), it waits until the socket is
+        readable before it reads again, so a connection that goes quiet costs no failed read
+        (an ``EAGAIN`` raised and caught) per wake-up, only the wait.
+        """
         reason: Any = "closed"
         node = self.node
         limit = node.max_frame
         on_bytes = node.on_bytes
-        recv = self.sock.recv
+        direct = self.direct
+        if direct is not None:
+            recv = direct.recv
+            watcher = self.read_watcher = self.loop.io(self.sock.fileno(), 1)  # 1: readable
+            wait = gevent.get_hub().wait
+        else:
+            recv = self.sock.recv
+        drained = False  # the last read took less than it asked: wait before the next
         pending: Any = bytes(self.buffer)  # read, not carried out: bytes, or a bytearray
         self.buffer = bytearray()  # that grows while a frame is partial
         need = 0  # the bytes pending must hold before a frame in it is whole
@@ -263,7 +281,19 @@ class Conn:
                         need = 0
                 if self.closed:
                     break
-                data = recv(READ_SIZE)
+                if direct is not None:
+                    if drained:
+                        wait(watcher)
+                        if self.closed:
+                            break
+                    try:
+                        data = recv(READ_SIZE)
+                    except BlockingIOError:  # readable, then read by nobody: wait again
+                        drained = True
+                        continue
+                    drained = len(data) < READ_SIZE
+                else:
+                    data = recv(READ_SIZE)
                 if not data:
                     break
                 if pending:
@@ -279,6 +309,10 @@ class Conn:
             reason = ("bad_envelope", e.args[0])
         except OSError as e:
             reason = ("read_failed", str(e))
+        finally:
+            if direct is not None:
+                self.read_watcher = None
+                watcher.close()
         node.connection_lost(self, reason)
 
     def close(self) -> None:
@@ -288,6 +322,8 @@ class Conn:
         self.closed = True
         self.out = []
         self.wake.set()
+        if self.read_watcher is not None:
+            self.read_watcher.stop()  # before its descriptor is closed (and maybe reused)
         try:
             self.sock.close()
         except OSError:
