@@ -396,17 +396,22 @@ class _Buffer:
             return _EMPTY
         chunks = self.chunks
         off = self.offset + k
-        i = 0
-        while off >= len(chunks[i]):
-            off -= len(chunks[i])
-            i += 1
-        if i:
-            chunks = chunks[i:]
         head = chunks[0]
+        if off >= len(head):
+            i = 0
+            while off >= len(chunks[i]):
+                off -= len(chunks[i])
+                i += 1
+            chunks = chunks[i:]
+            head = chunks[0]
         if off > _MERGE_BELOW and 2 * off > len(head):
             chunks = (head[off:],) + chunks[1:]
             off = 0
-        return _chunked(chunks, off, size)
+        b = _new(_Buffer)  # _chunked(chunks, off, size), inlined
+        b.chunks = chunks
+        b.offset = off
+        b.size = size
+        return b
 
     def split(self, k: int) -> tuple[tuple, _Buffer]:
         """``(self.take(k), self.drop(k))`` for ``k >= 0``, in one step (the head chunk's case is the fast one)."""

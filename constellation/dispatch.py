@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain
+from operator import itemgetter
 from typing import Any, Callable, Hashable, Iterable, Optional
 
 __all__ = [
@@ -273,6 +274,17 @@ def _asks_demand(order: tuple, demands: dict, partitions: dict, buffer: Any, ask
     total = sum(demands.values())
     last = None  # the target of the last delivery whose turn of the order is not made yet
     append = sent.append
+    if not total and asks and at + _sum(map(_second, asks)) <= end_of_head:
+        # No target has demand and the asks fit in the head chunk (so in the buffer): each is
+        # served whole, in turn, by the next slice of the head (every demand stays 0).
+        for i, n in asks:
+            end = at + n
+            append((i, head[at:end]))
+            at = end
+        j = order.index(i) + 1  # _turned(order, i), inlined
+        if j < len(order):
+            order = order[j:] + order[:j]
+        return order, buffer.drop(at - buffer.offset), sent
     if not total:
         # No target has demand (the steady state of busy workers): each ask in turn is its
         # target's only demand, served whole while the buffer lasts (that demand stays 0) --
@@ -329,6 +341,10 @@ def _asks_demand(order: tuple, demands: dict, partitions: dict, buffer: Any, ask
         if j < len(order):
             order = order[j:] + order[:j]
     return order, buffer.drop(taken), sent
+
+
+_sum = sum
+_second = itemgetter(1)
 
 
 def _turned(order: tuple, last: Hashable) -> tuple:

@@ -358,6 +358,46 @@ def test_an_engine_answers_what_dispatch_answers(strat, targets, pushes):
     assert events == buffer.to_tuple()  # the buffer given is a value: untouched
 
 
+@SETTINGS
+@given(
+    st.integers(1, 5),
+    st.lists(st.integers(1, 40), min_size=1, max_size=4),
+    st.integers(0, 30),
+    st.lists(st.tuples(st.integers(0, 4), st.integers(1, 12)), max_size=6),
+)
+def test_the_demand_asks_engine_renewing_idle_targets_is_the_fold(n, chunks, dropped, picks):
+    """A worker pool's round: no target has demand and each ask renews one; the asks often fit in
+    the head chunk (served as consecutive slices of it) and sometimes run past it: the fold's answer."""
+    from constellation import core
+    from constellation.dispatch import _asks_engine, _engine
+
+    s = demand()
+    buffer = core._EMPTY
+    saved = core._APPEND_FROM
+    core._APPEND_FROM = 1  # every push a chunk of its own
+    try:
+        for k, size in enumerate(chunks):
+            buffer = buffer.push(tuple(range(100 * k, 100 * k + size)))
+    finally:
+        core._APPEND_FROM = saved
+    buffer = buffer.drop(min(dropped, buffer.size - 1))
+    ids = [f"s{i}" for i in range(n)]
+    asks = [(ids[k % n], m) for k, m in picks]
+    order = tuple(ids)
+    demands, folded, sent = dict.fromkeys(ids, 0), (order, buffer), []
+    for i, m in asks:
+        demands[i] += m
+        if folded[1].size:
+            o, b, out = _engine(s)(folded[0], demands, {}, folded[1])
+            folded = (o, b)
+            sent += out
+    expected = (folded[0], folded[1].to_tuple(), sent, demands)
+    demands = dict.fromkeys(ids, 0)
+    o, b, out = _asks_engine(s)(order, demands, {}, buffer, asks)
+    assert expected == (o, b.to_tuple(), out, demands)
+    assert b.size == len(b.to_tuple())
+
+
 @pytest.mark.parametrize("strat", STRATEGIES, ids=[s[0] for s in STRATEGIES])
 @SETTINGS
 @given(

@@ -268,6 +268,36 @@ def test_handlers_that_yield_complete_by_message_or_by_count_alike():
     assert (4, list(range(2000))) == (max(len(b) for b in batches), handled)
 
 
+def test_each_worker_handles_its_batches_in_order_through_cells_and_messages():
+    """Batches left in a worker's cell and batches sent as messages reach it in dispatch order.
+
+    Small pushes leave workers with part of their demand, so a worker gets batches while busy
+    (messages) as well as while it waits on its cell; some handlers yield, so the pool's turn
+    and a worker's interleave.  Events are pushed in order and the buffer is FIFO: each worker
+    must see strictly increasing events, and every event once.
+    """
+    from ensemble.dispatcher import yield_
+
+    seen = []
+
+    def handle(state, event):
+        if event % 5 == 0:
+            yield_()
+        seen.append((e.self(), event))
+        return state
+
+    pool = wp.start(_config(size=4, prefetch=16, handle_event=handle))
+    k = 0
+    for size in [3, 40, 1, 7, 64, 2, 100, 5] * 20:
+        wp.push(pool, list(range(k, k + size)))
+        k += size
+    wp.stop(pool)
+    assert list(range(k)) == sorted(ev for _, ev in seen)
+    for pid in {p for p, _ in seen}:
+        mine = [ev for p, ev in seen if p is pid]
+        assert mine == sorted(mine)
+
+
 def test_a_call_is_answered_while_busy_workers_keep_completing():
     """Renewing demand in rounds leaves the pool answering a call within a round or two, not after the drain."""
     from constellation._pool_server import _ROUNDS
