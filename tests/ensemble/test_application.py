@@ -818,6 +818,15 @@ def a_spec(name, apps=(), optional=(), included=()):
     )  # fmt: skip
 
 
+# the dependency lists graphs() draws, built once (a strategy built inside every draw costs more than the law)
+_DEPS = {
+    (acyclic, i, size): st.lists(st.sampled_from(NAMES[i + 1 :] if acyclic else NAMES), unique=True, max_size=size)
+    for acyclic in (False, True)
+    for i in range(len(NAMES) - (1 if acyclic else 0))
+    for size in (2, 3)
+}
+
+
 @st.composite
 def graphs(draw, acyclic=False):
     """Loaded specs over NAMES (some not loaded); acyclic: all loaded, each depending only on later names."""
@@ -825,8 +834,8 @@ def graphs(draw, acyclic=False):
     for i, name in enumerate(NAMES):
         if acyclic or draw(st.booleans()):
             pool = NAMES[i + 1 :] if acyclic else NAMES
-            apps = draw(st.lists(st.sampled_from(pool), unique=True, max_size=3)) if pool else []
-            optional = draw(st.lists(st.sampled_from(pool), unique=True, max_size=2)) if pool else []
+            apps = draw(_DEPS[acyclic, i, 3]) if pool else []
+            optional = draw(_DEPS[acyclic, i, 2]) if pool else []
             loaded[name] = a_spec(name, apps, optional)
     return loaded
 

@@ -27,7 +27,7 @@ from ensemble.gen_event import (
 
 from ._hostile import Weird
 
-SETTINGS = settings(max_examples=200, deadline=None)
+SETTINGS = settings(max_examples=100, deadline=None)
 WAIT = 5.0
 
 

@@ -32,7 +32,7 @@ def records_with(payload):
 records = json_values.flatmap(records_with)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(records, st.integers(0, 200) | st.none())
 def test_split_then_join_gives_the_body_back(rec, threshold):
     body = r.encode_record(rec)
@@ -51,7 +51,7 @@ def test_split_then_join_gives_the_body_back(rec, threshold):
             r.decode_record(new)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.integers(0, 10**6), st.integers(0, 10**6) | st.none())
 def test_the_decision(size, threshold):
     assert br.should_offload(size, threshold) == (threshold is not None and size > threshold)

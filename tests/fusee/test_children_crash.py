@@ -43,7 +43,8 @@ from . import _crash_child as base
 from .test_crash import REPO, Round, run_child
 
 CHILD = os.path.join(REPO, "tests", "fusee", "_children_crash_child.py")
-SEEDS = tuple(int(s) for s in os.environ.get("CHILDREN_CRASH_SEEDS", "3 17").split())
+# one seed by default (17 was the second): each seed drives the same code, 4 rounds of kills
+SEEDS = tuple(int(s) for s in os.environ.get("CHILDREN_CRASH_SEEDS", "3").split())
 ROUNDS = 4
 
 

@@ -15,7 +15,7 @@ from fusee import codec
 from fusee.codec import Unknown, decode, encode, register, unregister
 from fusee.errors import NotSerializable
 
-SETTINGS = settings(max_examples=200, deadline=None)
+SETTINGS = settings(max_examples=100, deadline=None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,7 +323,7 @@ odd_values = st.recursive(
 )
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(odd_values | values)
 def test_encode_fast_path_matches_the_full_path(v):
     """encode gives exactly dumps_tree(to_tree(v)), or the same refusal with the same path."""

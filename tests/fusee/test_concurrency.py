@@ -42,7 +42,7 @@ def run_events(limit: int, events):
         yield t, admitted
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.integers(min_value=1, max_value=4), EVENTS)
 def test_never_more_holders_than_the_limit_once_settled(limit, events):
     """After admitting, holders never exceed the limit unless a lowered limit left extra holders
@@ -60,7 +60,7 @@ def test_never_more_holders_than_the_limit_once_settled(limit, events):
         prev_running = len(t.running)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.integers(min_value=1, max_value=4), EVENTS)
 def test_admission_in_request_order(limit, events):
     """IDs are admitted in the order of their (first, still standing) requests."""
@@ -121,7 +121,7 @@ def test_state_round_trips_through_continue_as_new(limit, events):
         assert c.Turns.of_plain(codec.decode(codec.encode(t.plain()))) == t
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     st.integers(min_value=1, max_value=3),
     st.lists(st.tuples(st.booleans(), IDS, st.integers(min_value=0, max_value=20)), max_size=40),

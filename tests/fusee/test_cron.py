@@ -67,7 +67,7 @@ def _reference_next(cron: c.Cron, t: float) -> float:
 # -- laws ----------------------------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(EXPRS, TIMES)
 def test_next_is_after_matches_and_skips_no_matching_minute(expr, t):
     cron = _valid(expr)
@@ -101,7 +101,7 @@ def test_in_a_time_zone_across_daylight_saving_no_matching_instant_is_skipped(ex
         m += 60
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(EXPRS, TIMES)
 def test_next_after_a_fire_is_the_following_fire(expr, t):
     """Chaining: next_after is monotone, and asking from just before a fire gives that fire."""

@@ -196,14 +196,14 @@ def _result(fn, tree):
         return ("ValueError", str(e))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(shaped)
 def test_from_tree_with_its_own_stack_matches_the_recursive_walk(tree):
     """The same value (types and reprs) or the same ValueError message, for any tree."""
     assert _result(codec._from_tree_iter, tree) == _result(lambda t: codec._from_tree_rec(t, MAX_DEPTH), tree)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(json_trees.filter(lambda t: not (type(t) is float and not math.isfinite(t))))
 def test_dumps_with_its_own_stack_matches_json_dumps(tree):
     """Byte for byte the text json.dumps writes (compact, unescaped, key order kept), or the same refusal."""
@@ -242,7 +242,7 @@ def _typed(v):
     return [type(v).__name__, repr(v)]
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(json_texts())
 def test_the_reader_with_its_own_stack_reads_as_json_does(text):
     """The same tree as the C decoder (types, key order, duplicate keys refused, NaN refused), or ValueError
@@ -274,7 +274,7 @@ hostile_values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(hostile_values)
 def test_to_tree_walk_matches_the_recursive_walk(value):
     """to_tree (its own stack) gives what the recursive walk it replaced gave: the tree, or the refusal

@@ -49,7 +49,7 @@ from fusee.records import (
     kind_of,
 )
 
-SETTINGS = settings(max_examples=200, deadline=None)
+SETTINGS = settings(max_examples=100, deadline=None)
 
 
 @codec.register(name="test.records.Quote")
@@ -371,7 +371,7 @@ def _outcome(f, *args):
         return (type(e).__name__, str(e))
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(odd_record)
 def test_encode_record_fast_path_matches_the_full_path(r):
     """The fast encoding gives the full path's bytes, or its very error (same path), for any record."""
@@ -417,7 +417,7 @@ def _raised(fn, *args):
     return None
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(payload=_hostile, name=st.one_of(st.text(max_size=4), st.just("\udc80")), run=st.one_of(st.integers(-1, 3), st.just("1")))
 def test_check_record_refuses_exactly_what_encode_record_refuses(payload, name, run):
     """check_record (in memory: no bytes kept) raises what encode_record would, and nothing when it would not."""
@@ -440,7 +440,7 @@ def test_new_step_is_the_same_step():
         a.seq = 3  # type: ignore[misc]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(payload=_hostile, name=st.one_of(st.text(max_size=4), st.just("\udc80")), seq=st.integers(0, 2**70))
 def test_encode_step_writes_what_encode_record_writes(payload, name, seq):
     """encode_step (a step the engine recorded) gives the bytes encode_record gives, or raises the same."""

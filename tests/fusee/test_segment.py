@@ -79,7 +79,7 @@ def test_all_zero_segment_has_no_header_and_no_frames():
     assert seg.Scan(None, [], 0) == seg.scan(bytes(8192))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(batches_st, st.integers(0, 300))
 def test_encode_then_scan_returns_the_frames(batches, pad):
     """Scanning encoded batches (then zero-filled space) returns every frame and ends just past them."""
@@ -88,7 +88,7 @@ def test_encode_then_scan_returns_the_frames(batches, pad):
     assert (flat(batches), len(data) - pad) == (triples(result), result.end)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(batches_st, st.data())
 def test_truncating_the_last_batch_is_a_torn_tail(batches, data):
     """A cut anywhere inside the last batch (zeros after it) yields the earlier batches and the intact frames."""
@@ -115,7 +115,7 @@ def _frame_ends(batches: list[list[bytes]]) -> list[int]:
     return ends
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(batches_st.filter(lambda b: len(b) >= 2), st.data())
 def test_bit_flip_in_an_earlier_batch_is_corrupt_at_its_frame(batches, data):
     """Flipping any bit of a frame in an earlier batch raises Corrupt at that frame's offset."""
@@ -131,7 +131,7 @@ def test_bit_flip_in_an_earlier_batch_is_corrupt_at_its_frame(batches, data):
     assert ("s.seg", frame_start) == (info.value.path, info.value.offset)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(batches_st, st.data())
 def test_bit_flip_in_the_last_batch_is_a_torn_tail(batches, data):
     """Flipping a bit in the last batch, with nothing after it, yields the frames before the damaged one."""

@@ -78,7 +78,7 @@ def searches(draw):
     return data, start, limit, size, next_lsn
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(searches())
 def test_the_quick_search_finds_what_the_offset_by_offset_search_finds(case):
     """For any bytes, range and next_lsn: the same first offset of a valid later-batch frame, or None."""
@@ -87,7 +87,7 @@ def test_the_quick_search_finds_what_the_offset_by_offset_search_finds(case):
     assert reference(mv, start, limit, size, next_lsn) == seg._later_batch_after(mv, start, limit, size, next_lsn)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(searches(), st.data())
 def test_a_later_batch_frame_placed_anywhere_is_found_first(case, data):
     """A valid frame of a later batch written into the bytes at any offset: both searches agree on it."""
@@ -108,7 +108,7 @@ def test_a_later_batch_frame_placed_anywhere_is_found_first(case, data):
         assert found is not None and found <= at
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.integers(0, U64), st.integers(0, 2**40), st.integers(1, 16))
 def test_lsn_prefixes_cover_the_range_with_the_longest_prefix(lo, width, choices):
     """Every u64 in [lo, hi] has one of the prefixes from its ``low``-th byte; there are at most ``choices``
@@ -125,7 +125,7 @@ def test_lsn_prefixes_cover_the_range_with_the_longest_prefix(lo, width, choices
         assert (hi >> (8 * (low - 1))) - (lo >> (8 * (low - 1))) >= choices
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.binary(max_size=200), st.integers(0, 70_000), st.binary(max_size=20), st.integers(0, 300))
 def test_zeros_end_is_the_first_nonzero_byte(head, zeros, tail, pos):
     """_zeros_end gives the first offset at or after ``pos`` whose byte is not zero (the end if none)."""

@@ -251,7 +251,7 @@ _ops = hs.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_ops)
 def test_law_the_stream_holds_every_chunk_in_journal_order_at_its_index(ops):
     recs = _history(ops)
@@ -271,7 +271,7 @@ def test_law_the_stream_holds_every_chunk_in_journal_order_at_its_index(ops):
         assert all(chunks[i].seq == seq and chunks[i].step is not None for i in idx)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(hs.lists(hs.integers(0, 9), max_size=10), hs.lists(hs.integers(0, 9), max_size=10), hs.booleans())
 def test_law_a_body_run_again_records_only_past_its_recorded_prefix(first, second, closed):
     """Run 1 of a step body wrote ``first``; run 2 writes ``second``: what the stream holds is ``first`` then

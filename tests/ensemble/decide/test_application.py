@@ -26,7 +26,7 @@ from ensemble.decide.application import (
 
 from .._hostile import Weird, WeirdStr
 
-SETTINGS = settings(max_examples=200, deadline=None)
+SETTINGS = settings(max_examples=100, deadline=None)
 
 
 class Pid:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ensemble.decide import deadlines as d
 
-SETTINGS = settings(max_examples=200, deadline=None)
+SETTINGS = settings(max_examples=100, deadline=None)
 
 # A program: push an entry at a deadline, end the wait of an earlier entry (its claim emptied),
 # ask what is due at some time, ask the next deadline, or compact.

@@ -202,7 +202,7 @@ DECODERS = (
 TAGS = bytes([w.ALIVE2_REQ, w.PORT2_REQ, w.NAMES_REQ, w.ALIVE2_X_RESP, w.ALIVE2_RESP, w.PORT2_RESP, 0, 0])
 
 
-@settings(max_examples=10_000, deadline=None)
+@settings(max_examples=2_000, deadline=None)
 @given(st.binary(max_size=64), st.sampled_from(TAGS))
 def test_a_decoder_fed_arbitrary_bytes_answers_or_raises_the_protocol_error(data, tag) -> None:
     """Each decoder also gets the bytes behind a tag it knows (or, for NAMES, behind a port), so

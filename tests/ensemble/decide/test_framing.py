@@ -11,7 +11,7 @@ from ensemble.decide.framing import HANDSHAKE_LIMIT, HEADER, FrameTooLarge, fram
 payloads = st.lists(st.binary(max_size=300), max_size=12)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(payloads, st.lists(st.integers(1, 64), min_size=1, max_size=40))
 def test_frames_come_out_whole_and_in_order_however_the_stream_is_cut(items, cuts):
     """Feeding the stream in arbitrary pieces yields exactly the payloads sent, in order."""
@@ -56,7 +56,7 @@ def test_a_sender_learns_its_payload_is_too_large():
     assert ([b""], 4) == split(frame(b""), 0)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(st.binary(max_size=200), st.integers(0, 300))
 def test_any_bytes_either_split_or_are_refused(data, limit):
     """Arbitrary bytes never make split raise anything but FrameTooLarge, and what it answers

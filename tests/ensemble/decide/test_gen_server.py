@@ -424,7 +424,7 @@ returns = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(kinds, returns)
 def test_plain_answers_only_where_interpret_answers_the_same(kind, ret):
     """Where plain answers, interpret answers Reply/NoReply with the same reply, state and

@@ -33,7 +33,7 @@ def _run(a_name, b_name, dialled, a_cookie, b_cookie, ca, cb, *, facts=lambda pe
     return a_done, b_done, seen
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(NAMES, NAMES, COOKIES, CHALLENGES, CHALLENGES)
 def test_the_same_cookie_connects_and_each_side_learns_the_other(a_name, b_name, cookie, ca, cb):
     if a_name == b_name:
@@ -42,7 +42,7 @@ def test_the_same_cookie_connects_and_each_side_learns_the_other(a_name, b_name,
     assert a_done == hs.Done(b_name, 2) and b_done == hs.Done(a_name, 1)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(NAMES, NAMES, COOKIES, COOKIES, CHALLENGES, CHALLENGES)
 def test_a_wrong_cookie_never_connects_either_side(a_name, b_name, ca_cookie, cb_cookie, ca, cb):
     if a_name == b_name or ca_cookie == cb_cookie:
@@ -115,7 +115,7 @@ anything = st.recursive(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(st.lists(anything, max_size=6))
 def test_nothing_but_the_expected_message_moves_either_side_and_nothing_raises(msgs):
     """Arbitrary received values never raise and never complete a handshake without the cookie."""

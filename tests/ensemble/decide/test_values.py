@@ -12,7 +12,7 @@ from ensemble.decide.values import same
 
 from .._hostile import Weird, WeirdInt, WeirdStr
 
-SETTINGS = settings(max_examples=200, deadline=None)
+SETTINGS = settings(max_examples=100, deadline=None)
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
