@@ -55,7 +55,7 @@ def test_names_that_no_header_carries():
         env.send_named("", b"")
 
 
-@settings(max_examples=2_000, deadline=None)
+@settings(max_examples=1_000, deadline=None)
 @given(st.binary(max_size=40))
 def test_any_bytes_parse_or_are_refused(data):
     try:

@@ -44,7 +44,7 @@ class _Quiet:
     peer = "fuzzer"
 
 
-@settings(max_examples=1_500, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=750, deadline=None, suppress_health_check=list(HealthCheck))
 @given(payloads)
 def test_any_frame_is_handled_refused_or_reported(node_for_fuzz, payload):
     node = NODE_STATE.node
@@ -54,7 +54,7 @@ def test_any_frame_is_handled_refused_or_reported(node_for_fuzz, payload):
         pass  # the connection would be dropped: that is the answer to such a frame
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(payloads, max_size=8), st.integers(0, 3))
 def test_a_stream_of_frames_is_handled_as_each_frame_alone(node_for_fuzz, items, cut):
     """on_bytes (the reader's loop, with its hot path) carries out frames as on_frame does:
