@@ -3,7 +3,8 @@ parking marks; appending a record, finishing.  Shared by its shard server and it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import ensemble as _e
 
@@ -117,7 +118,7 @@ class _RunState:
         self.wake_pending = False
         # the signal dedup keys the runs before this one of its chain (continue-as-new) had seen, in the
         # order seen: from ``Start.origin["dedup"]``; a signal with one of them is a redelivery, dropped
-        self.inherited: dict[Any, None] = _inherited_dedups(start.origin)
+        self.inherited: Mapping[Any, None] = _inherited_dedups(start.origin)
         # updates: the handlers the code registered (name -> (handler, validator)); the requests its shard
         # server queued for its process (taken at the code's next check point, fusee.ctx); the callers
         # waiting for the outcome of a recorded update (update ID -> their aliases); whether a handler or
@@ -288,11 +289,15 @@ def shown_status(st: _RunState) -> str:
 INHERITED_DEDUPS = 1024
 
 
-def _inherited_dedups(origin: Any) -> dict[Any, None]:
-    """The dedup keys a ``Start.origin`` carries (``{"run": n, "dedup": [keys]}``), as an ordered set."""
+_NO_DEDUPS: Mapping[Any, None] = MappingProxyType({})  # shared by every run that inherits none (never written)
+
+
+def _inherited_dedups(origin: Any) -> Mapping[Any, None]:
+    """The dedup keys a ``Start.origin`` carries (``{"run": n, "dedup": [keys]}``), as an ordered set
+    (read-only: only read, so the runs that inherit none share one empty mapping)."""
     keys = origin.get("dedup") if type(origin) is dict else None
     if type(keys) is not list:
-        return {}
+        return _NO_DEDUPS
     return dict.fromkeys(k for k in keys if type(k) in (str, int))
 
 
