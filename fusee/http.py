@@ -385,27 +385,9 @@ class _App:
         or its run has ended and every chunk was given."""
         e = self.engine
         chunks: list[Any] = []
-        ended = False
-        it = e.read_stream(id, name, q.offset, timeout=q.wait)  # NotFound here
-        try:
-            chunks.append(next(it))
-        except StopIteration:
-            ended = True
-        except TimeoutError:
-            pass
-        finally:
-            it.close()
+        ended = _drain(e.read_stream(id, name, q.offset, timeout=q.wait), chunks, 1)  # NotFound here
         if chunks and len(chunks) < q.limit:  # then what is there now, without waiting
-            it = e.read_stream(id, name, q.offset + 1, timeout=0)
-            try:
-                while len(chunks) < q.limit:
-                    chunks.append(next(it))
-            except StopIteration:
-                ended = True
-            except TimeoutError:
-                pass
-            finally:
-                it.close()
+            ended = _drain(e.read_stream(id, name, q.offset + 1, timeout=0), chunks, q.limit)
         return {"stream": name, "offset": q.offset, "chunks": [plain(c) for c in chunks],
                 "next": q.offset + len(chunks), "ended": ended}
 
@@ -513,3 +495,18 @@ def serve(engine: Any, addr: str = "127.0.0.1:8080", *, token: str | None = None
     except BaseException:
         wsgi.stop()
         raise
+
+
+def _drain(it: Any, chunks: list[Any], limit: int) -> bool:
+    """Append the chunks stream iterator ``it`` gives to ``chunks`` until there are ``limit``, it has none
+    now (its timeout) or the stream ended; True for the end.  Closes ``it``."""
+    try:
+        while len(chunks) < limit:
+            chunks.append(next(it))
+    except StopIteration:
+        return True
+    except TimeoutError:
+        pass
+    finally:
+        it.close()
+    return False
