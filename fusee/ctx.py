@@ -34,7 +34,7 @@ from .replay import ASYNC, CANCEL, CHILD, COMPLETION, SEND, SLEEP, STEP, VALUE, 
 from .workflow import _NO_RETRY, Retry, _signal_name, _wake, shard_of
 from .run_state import RUNNING, _RunState, _UpdateRequest
 from .run_family import _parent_ref
-from .step_context import StepContext, _takes_step_context
+from .step_context import StepContext, _arity_cache, _FunctionType, _takes_step_context
 
 if TYPE_CHECKING:
     from .host import Host
@@ -347,8 +347,13 @@ class Ctx:
         else:
             seq, attempt, retry_at, base, paused = op.seq, op.attempts + 1, op.retry_at, op.base, op.paused
         host = st.host
-        fn = host.step_body(st.wtype, name, fn)
-        takes = _takes_step_context(fn)
+        hook = host._step_hook  # host.step_body, inlined (once per step)
+        if hook:
+            fn = hook.get((st.wtype, name), fn)
+        # _takes_step_context, its cache hit for a plain function inlined
+        takes = _arity_cache.get(fn.__code__) if type(fn) is _FunctionType else None
+        if takes is None:
+            takes = _takes_step_context(fn)
         clock = host.clock
         while True:
             if paused:  # the retry budget was used up (on_exhausted="pause"): wait for engine.resume
@@ -403,6 +408,9 @@ class Ctx:
                 raise _Deadline()
             if st.update_requests or m._upd < len(m.history._updates):
                 self._updates(seq)  # an update recorded while the body ran runs first, as on replay
+            if m.history._cancel is None or m._cancel_delivered:  # Machine.settle when no cancel is pending
+                m._handed += 1
+                return value
             c = m.settle(seq)
             if c is not None:
                 raise c

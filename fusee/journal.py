@@ -268,7 +268,15 @@ class Journal:
         could).  ValueError on a journal with a disk (its records go through :meth:`append`)."""
         if self.path is not None:
             raise ValueError("a journal on disk keeps every record: append its bytes")
-        return self._kept_in_memory(self._shards[shard])
+        s = self._shards[shard]
+        with s.lock:  # _kept_in_memory, inlined (once per record)
+            if self.closed:
+                raise ValueError("the journal is closed")
+            lsn = s.next_lsn
+            s.next_lsn = lsn + 1
+            s.durable_lsn = lsn
+            s.records += 1
+        return lsn
 
     def _kept_in_memory(self, s: Any) -> int:
         """In memory: the LSN of one more record of shard state ``s``, durable at once."""

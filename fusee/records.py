@@ -615,6 +615,33 @@ def new_step(run: int, seq: int, name: str, attempt: int, status: str, payload: 
     return rec
 
 
+_start_setters = tuple(
+    Start.__dict__[f].__set__
+    for f in ("run", "id", "wtype", "version", "started", "input", "policy", "deadline", "parent", "origin")
+)
+
+
+def new_start(
+    run: int, id: str, wtype: str, version: int, started: float, input: Any, policy: Any,
+    deadline: Any, parent: Any, origin: Any,
+) -> Start:
+    """``Start(run, id, wtype, version, started, input, policy, deadline, parent, origin)`` (once per run),
+    built as :func:`new_step` builds a Step: its slots set directly.  The same object."""
+    rec = _new(Start)
+    s_run, s_id, s_wtype, s_version, s_started, s_input, s_policy, s_deadline, s_parent, s_origin = _start_setters
+    s_run(rec, run)
+    s_id(rec, id)
+    s_wtype(rec, wtype)
+    s_version(rec, version)
+    s_started(rec, started)
+    s_input(rec, input)
+    s_policy(rec, policy)
+    s_deadline(rec, deadline)
+    s_parent(rec, parent)
+    s_origin(rec, origin)
+    return rec
+
+
 # -- encode / decode -----------------------------------------------------------------
 
 
@@ -670,7 +697,10 @@ def encode_step(run: int, seq: int, name: str, attempt: int, payload: Any) -> by
 def check_step(name: str, payload: Any) -> None:
     """:func:`check_record` for ``Step(run, seq, name, attempt, "ok", payload)`` whose run, seq and attempt
     are the engine's own (ints >= 0): only ``name`` and ``payload`` can be refused."""
-    if _trivial(payload, 1) and type(name) is str and name.isascii():
+    if type(payload) is int:  # _trivial's first case, inlined
+        if -_BIG < payload < _BIG and type(name) is str and name.isascii():
+            return
+    elif _trivial(payload, 1) and type(name) is str and name.isascii():
         return
     encode_record(Step(0, 0, name, 1, "ok", payload))
 
@@ -705,6 +735,31 @@ def check_record(record: Record) -> None:
             and status in DONE_STATUSES
             and ((type(finished) is float and math.isfinite(finished)) or (type(finished) is int and -(2**63) < finished < 2**63))
             and _trivial(record.payload, 1)
+        ):
+            return
+    elif type(record) is Start:  # once per run: the checks of its _SCHEMA entry (the loop below), spelled out
+        run, id, wtype, version, started, deadline = (
+            record.run, record.id, record.wtype, record.version, record.started, record.deadline
+        )
+        if (
+            type(run) is int
+            and 0 <= run < _BIG
+            and type(id) is str
+            and id.isascii()
+            and type(wtype) is str
+            and wtype.isascii()
+            and type(version) is int
+            and 0 <= version < _BIG
+            and ((type(started) is float and math.isfinite(started)) or (type(started) is int and -(2**63) < started < 2**63))
+            and (
+                deadline is None
+                or (type(deadline) is float and math.isfinite(deadline))
+                or (type(deadline) is int and -(2**63) < deadline < 2**63)
+            )
+            and _trivial(record.input, 1)
+            and _trivial(record.policy, 1)
+            and _trivial(record.parent, 1)
+            and _trivial(record.origin, 1)
         ):
             return
     else:

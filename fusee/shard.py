@@ -606,7 +606,7 @@ class _ShardServer(_gs.GenServer):
         if self.max_live is not None:
             self._check_busy(ending)  # before any terminate: a Busy start records nothing
         run = self.next_run
-        start = r.Start(
+        start = r.new_start(
             run, id, wf.name, wf.version, self.host.clock.now(), input, policy.plain(), deadline, parent, origin
         )
         journal = self.host.journal
