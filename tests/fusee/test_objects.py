@@ -22,7 +22,7 @@ from fusee import records as r
 from fusee.errors import NotFound, NotSerializable
 from fusee.testing import crash_everywhere
 
-from ._kit import COUNTS, PROBE, SEG, count, next_probe, tell
+from ._kit import COUNTS, SEG, count, next_probe, tell
 
 
 def add(ctx, item):

@@ -14,7 +14,6 @@ import pytest
 
 import fusee
 from fusee import blob_refs, inspection
-from fusee import segment as seg
 from fusee.errors import Corrupt, NotFound, StorageFull
 from fusee.testing import FaultyDisk, TestEngine, crash_everywhere
 

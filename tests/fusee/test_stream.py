@@ -23,7 +23,7 @@ from fusee.replay import History, step_write
 from fusee.testing import TestEngine, crash_everywhere
 from fusee.timeline import timeline
 
-from ._kit import COUNTS, SEG, count
+from ._kit import SEG, count
 
 go = fusee.signal("go")
 
