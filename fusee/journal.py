@@ -258,8 +258,8 @@ class Journal:
         if type(body) is not bytes:
             raise TypeError(f"a journal body is bytes, not {type(body).__name__}")
         s = self._shard(shard)
-        if self.path is None:
-            return self._kept_in_memory(s)
+        if self.path is None:  # in memory nobody keeps the bytes
+            return self.append_unkept(shard)
         return _commit.append(s, body)
 
     def append_unkept(self, shard: int) -> int:
@@ -269,17 +269,6 @@ class Journal:
         if self.path is not None:
             raise ValueError("a journal on disk keeps every record: append its bytes")
         s = self._shards[shard]
-        with s.lock:  # _kept_in_memory, inlined (once per record)
-            if self.closed:
-                raise ValueError("the journal is closed")
-            lsn = s.next_lsn
-            s.next_lsn = lsn + 1
-            s.durable_lsn = lsn
-            s.records += 1
-        return lsn
-
-    def _kept_in_memory(self, s: Any) -> int:
-        """In memory: the LSN of one more record of shard state ``s``, durable at once."""
         with s.lock:
             if self.closed:
                 raise ValueError("the journal is closed")
