@@ -27,7 +27,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import ensemble as _e
 from ensemble import NOMATCH, TIMEOUT
@@ -426,33 +426,30 @@ class _Bodies:
             self.names[name] = self.names.get(name, 0) + 1
 
 
-def _durable_step_keys(engine: Engine) -> set[str]:
-    """The keys (``"<id>/<run>/<seq>"``) of every step whose final ``Step`` record the journal recovered."""
+def _recovered(engine: Engine) -> Iterator[tuple[str, Any]]:
+    """Every record the journal recovered (durable at the crash), each with its run's workflow ID ("?" for
+    a run whose Start was not recovered), shard by shard in journal order."""
     j = engine.host.journal
-    keys: set[str] = set()
     for shard in range(engine.shards):
         ids: dict[int, str] = {}
         for _lsn, body in j.recovered(shard):
             rec = _r.decode_record(body)
             if type(rec) is _r.Start:
                 ids[rec.run] = rec.id
-            elif type(rec) is _r.Step:
-                keys.add(f"{ids.get(rec.run, '?')}/{rec.run}/{rec.seq}")
-    return keys
+            yield ids.get(rec.run, "?"), rec
+
+
+def _durable_step_keys(engine: Engine) -> set[str]:
+    """The keys (``"<id>/<run>/<seq>"``) of every step whose final ``Step`` record the journal recovered."""
+    return {f"{id}/{rec.run}/{rec.seq}" for id, rec in _recovered(engine) if type(rec) is _r.Step}
 
 
 def _durable_chunks(engine: Engine) -> dict[tuple[str, int, str], list[Any]]:
     """Every stream's chunks the journal recovered (durable at the crash), by (workflow ID, run, stream)."""
-    j = engine.host.journal
     out: dict[tuple[str, int, str], list[Any]] = {}
-    for shard in range(engine.shards):
-        ids: dict[int, str] = {}
-        for _lsn, body in j.recovered(shard):
-            rec = _r.decode_record(body)
-            if type(rec) is _r.Start:
-                ids[rec.run] = rec.id
-            elif type(rec) is _r.Chunk:
-                out.setdefault((ids.get(rec.run, "?"), rec.run, rec.stream), []).append(rec.payload)
+    for id, rec in _recovered(engine):
+        if type(rec) is _r.Chunk:
+            out.setdefault((id, rec.run, rec.stream), []).append(rec.payload)
     return out
 
 
