@@ -11,6 +11,12 @@ sockets between this process and a child: the same framing (a 4-byte big-endian 
 the payload), the payload msgpack-encoded, writes batched the same way.  Both sides alternate,
 best of 3 (see bench/_harness.py).
 
+Both sides have the same placement: on a machine with two CPUs or more, this process keeps to
+one CPU and both children to another.  Left to the kernel, the placement of the two nodes
+varied from one run to the next and with it the round trip (two nodes on one core made 11-12k
+round trips/s, on two cores 17k, whichever side was measured), so a ratio measured one way
+compared the two sides under different placements.
+
 Measurements, with issue 14's targets:
 
 1. remote ping-pong: a process sends ``("ping", self())`` to ``("echo", b)``, which answers
@@ -53,6 +59,8 @@ REPS = 3
 COOKIE = "bench-cookie"
 A, B = "a@127.0.0.1", "b@127.0.0.1"
 BATCH = 1_000
+#: The environment variable that tells a child the CPU to keep to.
+_CHILD_CPU = "ENSEMBLE_BENCH_CHILD_CPU"
 
 
 # --------------------------------------------------------------------------
@@ -124,9 +132,33 @@ def _child_raw() -> None:
         pass
 
 
+def _placement() -> tuple[int, int] | None:
+    """Two CPUs this process may run on: this side's and the children's, or None (one CPU)."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    return (cpus[0], cpus[1]) if len(cpus) >= 2 else None
+
+
+def _placement_note() -> str:
+    placement = _SETUP.get("placement")
+    return "unpinned (one CPU)" if placement is None else f"this side on CPU {placement[0]}, the children on CPU {placement[1]}"
+
+
+def _pin_process(cpu: int) -> None:
+    """Keep every thread of this process (and those it makes later) on ``cpu``."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), {cpu})
+        except OSError:  # a thread that ended meanwhile
+            pass
+
+
 def _start_child(*args: str) -> tuple[subprocess.Popen, str]:
+    env = dict(os.environ)
+    placement = _placement()
+    if placement is not None:
+        env[_CHILD_CPU] = str(placement[1])
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     line = b""
     while not line.endswith(b"\n"):
         chunk = tp_read(proc.stdout.fileno(), 1)
@@ -217,12 +249,15 @@ _SETUP: dict[str, Any] = {}
 def _setup() -> tuple[_Raw, Callable[[], None]]:
     if "raw" in _SETUP:
         return _SETUP["raw"], _SETUP["stop"]
+    placement = _placement()
     server = epmd.EpmdServer(host="127.0.0.1", port=0)
     server.start()
     dist.start(A, cookie=COOKIE, epmd_port=server.port)
     node_b, _ = _start_child("--child-node", str(server.port))
     raw_proc, line = _start_child("--child-raw")
     raw = _Raw(int(line.split()[1]))
+    if placement is not None:  # after the children are made: they keep to the other CPU
+        _pin_process(placement[0])
     assert dist.connect(B)
 
     def stop() -> None:
@@ -232,7 +267,7 @@ def _setup() -> tuple[_Raw, Callable[[], None]]:
         dist.stop()
         server.stop()
 
-    _SETUP.update(raw=raw, stop=stop)
+    _SETUP.update(raw=raw, stop=stop, placement=placement)
     return raw, stop
 
 
@@ -245,7 +280,7 @@ def bench_ping_pong(quick: bool, reps: int) -> list[Result]:
     return [Result("remote_ping_pong", "1", "remote ping-pong between two nodes", n, "round trips/s",
                    n / best["ensemble"], "raw sockets", n / best["raw"],
                    Target("ratio>=", 1 / 1.5, "a remote round trip costs at most 1.5x a raw one"),
-                   note="raw: framed msgpack over a gevent socket to a child's echo loop",
+                   note="raw: framed msgpack over a gevent socket to a child's echo loop; " + _placement_note(),
                    samples=samples)]
 
 
@@ -258,7 +293,7 @@ def bench_one_way(quick: bool, reps: int) -> list[Result]:
     return [Result("remote_one_way", "2", "one-way messages to another node", n, "msgs/s",
                    n / best["ensemble"], "raw sockets", n / best["raw"],
                    Target("ratio>=", 0.7, "at least 0.7x raw sockets batching writes the same way"),
-                   note=f"raw: framed msgpack ints written {BATCH:,} frames per sendall",
+                   note=f"raw: framed msgpack ints written {BATCH:,} frames per sendall; " + _placement_note(),
                    samples=samples)]
 
 
@@ -266,6 +301,8 @@ MEASUREMENTS = {"1": bench_ping_pong, "2": bench_one_way}
 
 
 def _child_mode(args: Any) -> int | None:
+    if os.environ.get(_CHILD_CPU):
+        _pin_process(int(os.environ[_CHILD_CPU]))
     if args.child_node:
         _child_node(int(args.child_node))
         return 0

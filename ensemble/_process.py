@@ -744,6 +744,33 @@ def park(p: Pid, seen: int, deadline: float | None) -> Any:
             token.clear()  # the park is over: its deadline entry is stale
 
 
+#: What a hub watcher's callback switches into :func:`wait_handing_off`'s greenlet.
+_FIRED = object()
+
+
+def wait_handing_off(c: Carrier, watcher: Any) -> None:
+    """In a greenlet of ``c``'s that is not a process (a connection's reader): wait until
+    ``watcher`` (a hub I/O watcher, not started) fires.
+
+    As :func:`park` does, the process woken first on ``c`` since the last handoff runs next,
+    switched into straight from here rather than through the hub (bounded the same way);
+    otherwise this is the hub's own ``wait``.  The watcher is stopped when this returns or
+    raises (a kill thrown in).
+    """
+    q = c.handoff
+    if q is None or q._wait is not c.handoff_token or c.burst >= HANDOFF_BURST:
+        c.hub.wait(watcher)
+        return
+    c.handoff = None
+    c.burst += 1
+    watcher.start(getcurrent().switch, _FIRED)
+    try:
+        _switch(q._glet, _WAKE)
+        # Only the watcher's callback switches back in here: a process parks into the hub
+        # or into another process, and a kill arrives as an exception.
+    finally:
+        watcher.stop()
+
 def _to_hub(hub: Any) -> Any:
     """Switch to ``hub`` from a process's greenlet; what the switch back brings.
 

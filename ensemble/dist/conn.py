@@ -26,6 +26,7 @@ import gevent
 import gevent.event
 import gevent.socket
 
+from .. import _process as P
 from ..decide import framing
 from . import codec
 from .envelope import BadEnvelope
@@ -45,6 +46,7 @@ _length_header = framing.length_header
 _KEEP_BUFFER = codec.KEEP_BUFFER
 _unpack_length = framing.unpack_length
 _HEADER = framing.HEADER
+_wait_handing_off = P.wait_handing_off
 
 
 class Conn:
@@ -261,7 +263,8 @@ class Conn:
         if direct is not None:
             recv = direct.recv
             watcher = self.read_watcher = self.loop.io(self.sock.fileno(), 1)  # 1: readable
-            wait = gevent.get_hub().wait
+            carrier = node.carrier
+            wait_handing_off = _wait_handing_off
         else:
             recv = self.sock.recv
         drained = False  # the last read took less than it asked: wait before the next
@@ -282,8 +285,8 @@ class Conn:
                 if self.closed:
                     break
                 if direct is not None:
-                    if drained:
-                        wait(watcher)
+                    if drained:  # the process just woken, if any, runs first
+                        wait_handing_off(carrier, watcher)
                         if self.closed:
                             break
                     try:

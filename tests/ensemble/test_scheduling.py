@@ -125,3 +125,99 @@ def test_deliver_many_appends_in_order_and_wakes_once():
     e.join(gone)
     _process.deliver_many(gone, ["x"])
     assert e.process_info(gone) is None
+
+
+def _readable_watcher(sock):
+    return gevent.get_hub().loop.io(sock.fileno(), 1)
+
+
+def test_a_waiting_reader_hands_off_to_the_process_it_woke():
+    """A non-process greenlet that woke a process and waits for I/O switches straight into it:
+    the process runs before a hub callback queued earlier; the wait ends once the fd is readable."""
+    import socket
+
+    ran = []
+    here, there = socket.socketpair()
+    try:
+        me = e.self()
+
+        def proc():
+            e.send(me, "ready")
+            ran.append(("proc", e.receive(timeout=5)))
+            there.send(b"x")
+
+        p = e.spawn(proc)
+        assert e.receive(timeout=5) == "ready"
+        assert _process.in_receive(p)
+        c = _process.carrier_of_this_thread()
+
+        def reader():
+            watcher = _readable_watcher(here)
+            gevent.get_hub().loop.run_callback(ran.append, "hub callback")
+            e.send(p, "hello")  # from a greenlet that is not a process: p is the handoff hint
+            _process.wait_handing_off(c, watcher)
+            ran.append(("reader", here.recv(1)))
+            assert not watcher.active
+
+        gevent.spawn(reader).get(timeout=5)
+        assert ran == [("proc", "hello"), "hub callback", ("reader", b"x")]
+    finally:
+        here.close()
+        there.close()
+
+
+def test_a_waiting_reader_with_nobody_woken_waits_through_the_hub():
+    """With no process woken, the wait is the hub's own: other callbacks run, then the I/O."""
+    import socket
+
+    ran = []
+    here, there = socket.socketpair()
+    try:
+        c = _process.carrier_of_this_thread()
+
+        def reader():
+            watcher = _readable_watcher(here)
+            gevent.get_hub().loop.run_callback(lambda: (ran.append("hub callback"), there.send(b"y")))
+            _process.wait_handing_off(c, watcher)
+            ran.append(("reader", here.recv(1)))
+
+        gevent.spawn(reader).get(timeout=5)
+        assert ran == ["hub callback", ("reader", b"y")]
+    finally:
+        here.close()
+        there.close()
+
+
+def test_a_reader_killed_while_it_waits_after_a_handoff_stops_its_watcher():
+    """A kill thrown into the waiting reader ends the wait and leaves its watcher stopped."""
+    import socket
+
+    here, there = socket.socketpair()
+    watchers = []
+    try:
+        me = e.self()
+
+        def proc():
+            e.send(me, "ready")
+            e.receive(timeout=5)
+
+        p = e.spawn(proc)
+        ref = e.monitor(p)
+        assert e.receive(lambda m: m == "ready", timeout=5)
+        assert _process.in_receive(p)
+        c = _process.carrier_of_this_thread()
+
+        def reader():
+            watcher = _readable_watcher(here)
+            watchers.append(watcher)
+            e.send(p, "wake")
+            _process.wait_handing_off(c, watcher)
+
+        g = gevent.spawn(reader)
+        assert e.receive(lambda m: m[0] == "DOWN" and m[1] == ref, timeout=5)  # the handoff ran p
+        assert watchers[0].active  # the reader still waits for its fd
+        g.kill(timeout=5)
+        assert g.dead and not watchers[0].active
+    finally:
+        here.close()
+        there.close()
