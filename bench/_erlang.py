@@ -14,10 +14,10 @@ import shutil
 import subprocess
 import tempfile
 
-__all__ = ["available", "seconds"]
+__all__ = ["available", "seconds", "compiled"]
 
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "erlang", "ens_bench.erl")
-_compiled: list[str] = []  # the directory holding ens_bench.beam, once compiled
+_compiled: dict[str, str] = {}  # source -> the directory holding its .beam, once compiled
 
 
 def available() -> bool:
@@ -25,15 +25,19 @@ def available() -> bool:
     return shutil.which("erl") is not None and shutil.which("erlc") is not None
 
 
-def _beam_dir() -> str | None:
-    if _compiled:
-        return _compiled[0]
+def compiled(source: str = _SOURCE) -> str | None:
+    """The directory holding ``source`` (an .erl file) compiled with ``erlc``, once per run; None when
+    ``erlc`` is missing or fails."""
+    if source in _compiled:
+        return _compiled[source]
+    if not available():
+        return None
     out = tempfile.mkdtemp(prefix="ens-bench-erl-")
     try:
-        subprocess.run(["erlc", "-o", out, _SOURCE], check=True, capture_output=True, timeout=120)
+        subprocess.run(["erlc", "-o", out, source], check=True, capture_output=True, timeout=120)
     except (OSError, subprocess.SubprocessError):
         return None
-    _compiled.append(out)
+    _compiled[source] = out
     return out
 
 
@@ -41,7 +45,7 @@ def seconds(what: str, n: int) -> float | None:
     """Seconds Erlang takes for ``n`` of ``what`` (``ping_pong``, ``one_way``, ``call``), or None."""
     if not available():
         return None
-    beam = _beam_dir()
+    beam = compiled()
     if beam is None:
         return None
     try:

@@ -27,6 +27,10 @@ Measurements, with issue 14's targets:
    which the sink answers with the count.  Raw: N framed msgpack integers written in batches
    of 1,000 frames, then a "done" frame answered with the count.  Target: at least 0.7x the raw
    rate.
+
+1e, 2e. The same two measurements between two Erlang nodes (``erl -name``, one scheduler each,
+   the same CPUs as the nodes above), beside ensemble's figure, when ``erl`` is installed
+   (bench/erlang/ens_dist_bench.erl, timed inside Erlang, best of 3): information only.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import time
 from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _erlang  # noqa: E402
 from _harness import Result, Target, best_of, ensure_importable, run, scaled  # noqa: E402
 
 ensure_importable("ensemble")
@@ -244,6 +249,49 @@ class _Raw:
 
 
 _SETUP: dict[str, Any] = {}
+_ERL_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "erlang", "ens_dist_bench.erl")
+_ERL_A, _ERL_B = "ens_bench_a@127.0.0.1", "ens_bench_b@127.0.0.1"
+
+
+def _erl_command(beam: str, name: str, cpu: int | None, *rest: str) -> tuple[list[str], Any]:
+    """The ``erl`` command line of an Erlang node ``name`` (one scheduler) and what keeps it to ``cpu``."""
+    cmd = ["erl", "-noshell", "+S", "1", "-name", name, "-setcookie", COOKIE, "-pa", beam, *rest]
+    return cmd, (None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu})))
+
+
+def _erlang_seconds(what: str, n: int) -> float | None:
+    """Seconds two Erlang nodes take for ``n`` of ``what`` (``ping_pong``, ``one_way``), best of 3, or None
+    (no ``erl``, or the run failed: the figure is information, never a reason to fail)."""
+    beam = _erlang.compiled(_ERL_SOURCE)
+    if beam is None:
+        return None
+    placement = _SETUP.get("placement")
+    # The serving node lives only for this call: no Erlang VM runs beside the other measurements.
+    cmd, pin = _erl_command(beam, _ERL_B, None if placement is None else placement[1], "-eval", "ens_dist_bench:serve()")
+    try:
+        server = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, preexec_fn=pin)
+    except OSError:
+        return None
+    try:
+        if server.stdout.readline().strip() != b"ready":
+            return None
+        cmd, pin = _erl_command(beam, _ERL_A, None if placement is None else placement[0],
+                                "-eval", f"ens_dist_bench:run({what}, '{_ERL_B}', {int(n)})", "-s", "init", "stop")
+        done = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300, preexec_fn=pin)
+        return float(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+    finally:
+        server.kill()
+        server.wait(timeout=30)
+
+
+def _erlang_beside(key: str, number: str, title: str, what: str, n: int, unit: str, ens_rate: float) -> list[Result]:
+    secs = _erlang_seconds(what, n)
+    if secs is None:
+        return []
+    return [Result(key, number, f"{title}: two Erlang/OTP nodes beside ensemble", n, unit, ens_rate, "erlang",
+                   n / secs, note="information only: the same work between two Erlang nodes (erl +S 1, best of 3)")]
 
 
 def _setup() -> tuple[_Raw, Callable[[], None]]:
@@ -281,7 +329,8 @@ def bench_ping_pong(quick: bool, reps: int) -> list[Result]:
                    n / best["ensemble"], "raw sockets", n / best["raw"],
                    Target("ratio>=", 1 / 1.5, "a remote round trip costs at most 1.5x a raw one"),
                    note="raw: framed msgpack over a gevent socket to a child's echo loop; " + _placement_note(),
-                   samples=samples)]
+                   samples=samples)] + _erlang_beside("remote_ping_pong_erlang", "1e", "remote ping-pong",
+                                                      "ping_pong", n, "round trips/s", n / best["ensemble"])
 
 
 def bench_one_way(quick: bool, reps: int) -> list[Result]:
@@ -294,7 +343,8 @@ def bench_one_way(quick: bool, reps: int) -> list[Result]:
                    n / best["ensemble"], "raw sockets", n / best["raw"],
                    Target("ratio>=", 0.7, "at least 0.7x raw sockets batching writes the same way"),
                    note=f"raw: framed msgpack ints written {BATCH:,} frames per sendall; " + _placement_note(),
-                   samples=samples)]
+                   samples=samples)] + _erlang_beside("remote_one_way_erlang", "2e", "one-way messages",
+                                                      "one_way", n, "msgs/s", n / best["ensemble"])
 
 
 MEASUREMENTS = {"1": bench_ping_pong, "2": bench_one_way}
