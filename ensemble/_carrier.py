@@ -49,6 +49,7 @@ class Carrier:
         "deadline_timer",
         "armed_at",
         "closing",
+        "free",
         "_keepalive",
         "_hold",
         "_done",
@@ -72,6 +73,9 @@ class Carrier:
         self.deadline_timer: Any = None  # the hub timer armed at the earliest deadline, or None
         self.armed_at: float | None = None  # when deadline_timer fires (monotonic), or None
         self.closing = False
+        #: greenlets of processes that ended here, parked for the next process to run in (see
+        #: ensemble._process._run); this thread only
+        self.free: list = []
         self._keepalive: Any = None  # ref'd async watcher of a carrier thread
         self._hold: Any = None  # adopted hubs: an async watcher, ref'd only while parked > 0
         self._done = allocate_lock()
@@ -124,6 +128,7 @@ class Carrier:
             self._keepalive.start(_noop)
             ready.release()
             hub.join()  # runs the loop until the keepalive stops and nothing is left
+            self.free.clear()  # here, in their thread: each ends (GreenletExit) as it goes
             hub.destroy(destroy_loop=True)
         finally:
             self._done.release()
