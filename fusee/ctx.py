@@ -32,7 +32,7 @@ from .errors import (
 )
 from .replay import ASYNC, CANCEL, CHILD, COMPLETION, SEND, SLEEP, STEP, VALUE, WAIT, Replay, async_token, send_dedup
 from .workflow import _NO_RETRY, Retry, _signal_name, _wake, shard_of
-from .run_state import RUNNING, _RunState, _UpdateRequest
+from .run_state import NO_ENTRIES, RUNNING, _RunState, _UpdateRequest
 from .run_family import _parent_ref
 from .step_context import StepContext, _arity_cache, _FunctionType, _takes_step_context
 
@@ -177,7 +177,7 @@ class Ctx:
         if h.has_update(req.id):  # recorded already (this request was sent again): wait for that one's outcome
             done = h.update_outcome(req.id)
             if done is None:
-                st.update_waiters.setdefault(req.id, []).extend(req.waiters)
+                st.own("update_waiters").setdefault(req.id, []).extend(req.waiters)
             else:
                 rec, lsn = done
                 st.answer_update(req.waiters, rec.status, rec.payload, lsn)
@@ -199,7 +199,7 @@ class Ctx:
             finally:
                 st.validating = False
         st.append(r.Update(st.run, req.id, req.name, req.value))  # a delivery: due at once (nothing else is recorded)
-        st.update_waiters.setdefault(req.id, []).extend(req.waiters)
+        st.own("update_waiters").setdefault(req.id, []).extend(req.waiters)
 
     def _apply_update(self, u: r.Update) -> None:
         """Run the handler of recorded update ``u`` (live, or replaying) and record its ``UpdateDone`` (unless
@@ -238,7 +238,7 @@ class Ctx:
         else:
             rec, lsn = done
             status, payload = rec.status, rec.payload
-        waiters = st.update_waiters.pop(u.id, None)
+        waiters = st.update_waiters and st.own("update_waiters").pop(u.id, None)
         if waiters:
             st.answer_update(waiters, status, payload, lsn)
 
@@ -259,7 +259,7 @@ class Ctx:
             raise TypeError(f"an update handler is a function handler(value), not {handler!r}")
         if validator is not None and not callable(validator):
             raise TypeError(f"an update validator is None or a function validator(value), not {validator!r}")
-        self._st.update_handlers[name] = (handler, validator)
+        self._st.own("update_handlers")[name] = (handler, validator)
 
     def _pause(self, at: float | None) -> None:
         """Park until woken (a signal or a cancel arrived) or until unix time ``at``.
@@ -383,7 +383,7 @@ class Ctx:
                 finally:
                     st.stepping = None
                     if st.step_writes:
-                        st.step_writes = {}
+                        st.step_writes = NO_ENTRIES
             except Exception as exc:
                 failure = failure_of(exc)
                 if attempt - base >= retry.attempts:
@@ -676,7 +676,7 @@ class Ctx:
         """Answer ``engine.query(id, name, arg)`` with ``fn(arg)`` (read-only: records nothing)."""
         if type(name) is not str:
             raise TypeError(f"a query's name is a str, not {name!r}")
-        self._st.queries[name] = fn
+        self._st.own("queries")[name] = fn
 
 
 def _deliver_send(host: "Host", sender: str, rec: r.Send) -> None:

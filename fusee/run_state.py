@@ -99,7 +99,9 @@ class _RunState:
         self.waiters: list[Any] = []
         self.done_lsn = 0
         self.outcome: tuple[str, Any] | None = None
-        self.queries: dict[str, Callable[[Any], Any]] = {}
+        # (queries, update_handlers, update_waiters, step_writes, stream_readers: the shared NO_ENTRIES until a
+        # first entry, through own(): most runs never have one, and a parked run keeps its _RunState)
+        self.queries: Mapping[str, Callable[[Any], Any]] = NO_ENTRIES
         self.started = start.started
         self.finished: float | None = None
         self.start_lsn = 0
@@ -123,17 +125,25 @@ class _RunState:
         # server queued for its process (taken at the code's next check point, fusee.ctx); the callers
         # waiting for the outcome of a recorded update (update ID -> their aliases); whether a handler or
         # a validator is running now
-        self.update_handlers: dict[str, tuple[Callable[[Any], Any], Any]] = {}
+        self.update_handlers: Mapping[str, tuple[Callable[[Any], Any], Any]] = NO_ENTRIES
         self.update_requests: list[_UpdateRequest] = []
-        self.update_waiters: dict[str, list[Any]] = {}
+        self.update_waiters: Mapping[str, list[Any]] = NO_ENTRIES
         self.in_update = False
         self.validating = False
         # streams (fusee.stream): the seq and name of the step whose body runs now (None: none), the writes
         # that body made per stream; the aliases of readers waiting for something new, by stream name
         self.stepping: int | None = None
         self.step_name: str | None = None
-        self.step_writes: dict[str, int] = {}
-        self.stream_readers: dict[str, list[Any]] = {}
+        self.step_writes: Mapping[str, int] = NO_ENTRIES
+        self.stream_readers: Mapping[str, list[Any]] = NO_ENTRIES
+
+    def own(self, field: str) -> dict:
+        """The run's own dict in ``field`` (one of the fields that start as :data:`NO_ENTRIES`), made on first use."""
+        d = getattr(self, field)
+        if d is NO_ENTRIES:
+            d = {}
+            setattr(self, field, d)
+        return d
 
     def past_deadline(self) -> bool:
         """Whether the run has a deadline and the engine's clock has reached it."""
@@ -199,7 +209,7 @@ class _RunState:
         ``(_DONE, a)``: it asks again."""
         self.waiters.append(a)
         if self.machine.history.has_update(uid):
-            self.update_waiters.setdefault(uid, []).append(a)
+            self.own("update_waiters").setdefault(uid, []).append(a)
             return
         for req in self.update_requests:
             if req.id == uid:
@@ -222,7 +232,7 @@ class _RunState:
         longer recorded are told ``(_DONE, alias)`` (they ask again, and it is queued again)."""
         h = self.machine.history
         for uid in [u for u in self.update_waiters if not h.has_update(u)]:
-            for a in self.update_waiters.pop(uid):
+            for a in self.own("update_waiters").pop(uid):
                 try:
                     self.waiters.remove(a)
                 except ValueError:
@@ -234,12 +244,12 @@ class _RunState:
     def wait_stream(self, name: str, a: Any) -> None:
         """Tell alias ``a`` ``(_STREAM, a)`` once stream ``name`` has a new record (or ``(_DONE, a)`` when the
         run ends or its shard server restarts: it asks again)."""
-        self.stream_readers.setdefault(name, []).append(a)
+        self.own("stream_readers").setdefault(name, []).append(a)
         self.waiters.append(a)
 
     def stream_changed(self, name: str) -> None:
         """A record of stream ``name`` was appended: tell its waiting readers (they read it once durable)."""
-        readers = self.stream_readers.pop(name, None)
+        readers = self.stream_readers and self.own("stream_readers").pop(name, None)
         if readers:
             for a in readers:
                 _e.send(a, (_STREAM, a))
@@ -256,8 +266,8 @@ class _RunState:
         # updates not answered: their callers are among the waiters (told below); they ask again and get
         # the recorded outcome, or NotRunning
         self.update_requests = []
-        self.update_waiters = {}
-        self.stream_readers = {}  # they are among the waiters: told (_DONE, a) below
+        self.update_waiters = NO_ENTRIES
+        self.stream_readers = NO_ENTRIES  # they are among the waiters: told (_DONE, a) below
         waiters, self.waiters = self.waiters, []
         for a in waiters:
             _e.send(a, (_DONE, a))
@@ -289,6 +299,9 @@ def shown_status(st: _RunState) -> str:
 INHERITED_DEDUPS = 1024
 
 
+#: The empty mapping the rarely used dict fields of every :class:`_RunState` share until a first entry
+#: (read-only: a write must go through :meth:`_RunState.own`).
+NO_ENTRIES: Mapping[Any, Any] = MappingProxyType({})
 _NO_DEDUPS: Mapping[Any, None] = MappingProxyType({})  # shared by every run that inherits none (never written)
 
 

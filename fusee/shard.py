@@ -41,7 +41,7 @@ from .run_family import (
     _tell_parents,
 )
 from .run_process import _STALLED, _run_main
-from .run_state import RUNNING, _origin_of, _RunState
+from .run_state import NO_ENTRIES, RUNNING, _origin_of, _RunState
 from .run_state import shown_status as _status
 
 _TICK = "fusee_park_tick"  # the parking timer's message to its own shard server
@@ -309,7 +309,7 @@ class _ShardServer(_gs.GenServer):
             if st.status == RUNNING:
                 st.requeue_lost_updates()  # callers of an update whose Update was voided ask again
                 st.pid = None
-                st.queries = {}
+                st.queries = NO_ENTRIES
                 st.parking = st.parked = st.wake_pending = False
                 st.waiting_since = st.wake_at = None
             kept.append(st)

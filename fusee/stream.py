@@ -93,7 +93,7 @@ class Stream:
             raise RuntimeError("Stream.resume() is for a step body (workflow code's writes replay by themselves)")
         n = st.machine.history.step_chunks(st.stepping, self.name)
         if st.step_writes.get(self.name, 0) < n:
-            st.step_writes[self.name] = n
+            st.own("step_writes")[self.name] = n
         return n
 
     def write(self, chunk: Any) -> int:
@@ -122,11 +122,11 @@ class Stream:
         if what == "closed":
             raise StreamClosed(st.id, name)
         if what == "skip":
-            st.step_writes[name] = n + 1
+            st.own("step_writes")[name] = n + 1
             return log.by_step[seq][n]  # type: ignore[union-attr]
         index = 0 if log is None else len(log)
         st.append(r.Chunk(st.run, seq, name, index, st.step_name, chunk))  # NotSerializable: nothing recorded
-        st.step_writes[name] = n + 1
+        st.own("step_writes")[name] = n + 1
         st.stream_changed(name)
         return index
 
