@@ -469,3 +469,70 @@ def test_main_greenlet_waits_on_another_carrier_without_loop_exit():
     assert "joined" == e.join(e.spawn(slow, dispatcher="blocking"))
     assert "from blocking" == e.receive()
     assert "joined" == e.join(p)
+
+
+# -- the greenlets of ended processes, reused --------------------------------------------------
+
+
+def _greenlet_of_a_process(fn=None):
+    """The greenlet a new process ran in (after ``fn()`` there, if given), the process ended."""
+    import greenlet
+
+    def body():
+        if fn is not None:
+            fn()
+        return greenlet.getcurrent()
+
+    got = []
+    e.join(e.spawn(lambda: got.append(body())))
+    return got[0]
+
+
+def test_a_process_greenlet_runs_the_next_process_once_its_own_has_ended():
+    """Sequential spawns on one carrier reuse one greenlet (a new greenlet maps a frame stack)."""
+    import greenlet
+
+    seen = set()
+    for _ in range(50):
+        e.join(e.spawn(lambda: seen.add(id(greenlet.getcurrent()))))
+    assert len(seen) <= 2
+
+
+def test_a_reused_greenlet_starts_with_empty_context_variables():
+    """A context variable set by an ended process is not seen by the next one in its greenlet."""
+    import contextvars
+
+    var = contextvars.ContextVar("ensemble_test_var", default="unset")
+    seen = []
+    me = e.self()
+
+    def setter():
+        var.set("left behind")
+        e.send(me, "set")
+
+    def reader():
+        seen.append(var.get())
+
+    for _ in range(5):
+        e.join(e.spawn(setter))
+        assert e.receive(timeout=5) == "set"
+        e.join(e.spawn(reader))
+    assert seen == ["unset"] * 5
+
+
+def test_a_greenlet_something_still_refers_to_is_not_reused():
+    """A process whose greenlet someone kept (a raw gevent wait, a stored reference, a gevent.local
+    value) leaves that greenlet alone: the next process runs in another one."""
+    import gevent.local
+
+    kept = []
+    g = _greenlet_of_a_process(lambda: kept.append(__import__("greenlet").getcurrent()))
+    assert not any(_greenlet_of_a_process() is g for _ in range(5))
+
+    local = gevent.local.local()
+    h = _greenlet_of_a_process(lambda: setattr(local, "value", "mine"))
+    values = []
+    for _ in range(5):
+        other = _greenlet_of_a_process(lambda: values.append(getattr(local, "value", None)))
+        assert other is not h
+    assert values == [None] * 5
