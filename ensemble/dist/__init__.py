@@ -209,18 +209,28 @@ def monitor_node(node: str, flag: bool = True) -> bool:
             P.deliver(me, ("nodedown", node))
         return True
 
-    def here() -> None:
+    def here() -> None:  # on the carrier, without blocking: the watch is in place when this returns
+        watching = n.node_monitors.get(node)
         if not flag:
-            watching = n.node_monitors.get(node, [])
-            if me in watching:
+            if watching is not None and me in watching:
                 watching.remove(me)
             return
+        n.node_monitors.setdefault(node, []).append(me)
+        if node not in n.conns:
+            gevent.spawn(connect_or_down)
+
+    def connect_or_down() -> None:  # as Erlang's monitor_node, connect first; unreachable: nodedown
         if n.dial(node):
-            n.node_monitors.setdefault(node, []).append(me)
-        else:
+            return
+        watching = n.node_monitors.get(node)
+        if watching is not None and me in watching:
+            watching.remove(me)
             P.deliver(me, ("nodedown", node))
 
-    n.carrier.call_soon(gevent.spawn, here)
+    if get_ident() == n.carrier.ident:
+        here()
+    else:
+        _on_carrier_wait(n, here)
     return True
 
 

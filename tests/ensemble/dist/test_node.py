@@ -84,6 +84,36 @@ def test_monitor_node_of_an_unreachable_node_fires_at_once(node_a):
     assert ("nodedown", "nobody@127.0.0.1") == e.receive(timeout=10)
 
 
+def test_monitor_node_is_in_place_when_it_returns(node_a, child_b):
+    """A disconnect right after monitor_node gives that watch its nodedown, and the watch does not
+    connect the node again afterwards (the watch used to be put in place later, by a greenlet that
+    dialled the node back)."""
+    assert dist.connect(B)
+    e.monitor_node(B)
+    assert dist.disconnect(B)
+    assert ("nodedown", B) == e.receive(lambda m: m if m == ("nodedown", B) else e.NOMATCH, timeout=10)
+    dist.monitor_nodes(True)  # a connection made from here on would say nodeup
+    try:
+        e.monitor_node("nobody@127.0.0.1")  # a later dial's answer: after any stray one for B
+        assert ("nodedown", "nobody@127.0.0.1") == e.receive(
+            lambda m: m if m in (("nodedown", "nobody@127.0.0.1"), ("nodeup", B)) else e.NOMATCH, timeout=10)
+        assert B not in dist.nodes()
+    finally:
+        dist.monitor_nodes(False)
+
+
+def test_monitor_node_false_removes_one_watch(node_a, child_b):
+    """monitor_node(node, False) takes back one watch: two watches and one removal, one nodedown."""
+    assert dist.connect(B)
+    e.monitor_node(B)
+    e.monitor_node(B)
+    e.monitor_node(B, False)
+    assert dist.disconnect(B)
+    down = lambda m: m if m == ("nodedown", B) else e.NOMATCH  # noqa: E731
+    assert ("nodedown", B) == e.receive(down, timeout=10)
+    assert TIMEOUT == e.receive(down, timeout=0)  # connection_lost tells every watch at once
+
+
 def test_a_pid_of_an_earlier_run_names_no_process(node_a, epmd_port):
     me = e.self()
     first = Child(B, COOKIE, epmd_port)
