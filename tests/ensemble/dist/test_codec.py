@@ -751,7 +751,7 @@ def _frame(draw: bytes) -> bytes:
 frames = st.binary(min_size=1, max_size=32).map(_frame)
 
 
-@settings(max_examples=2_000, deadline=None,
+@settings(max_examples=10_000, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(frames)
 def test_decoding_any_bytes_answers_a_value_or_undecodable(data):
