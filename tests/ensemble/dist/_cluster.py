@@ -16,6 +16,23 @@ from ensemble.dist import codec
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_node_child.py")
 COOKIE = "test-cookie"
 B = "b@127.0.0.1"
+CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "certs")
+#: A node's certificate, key and the CA that signed it (tests/ensemble/dist/certs).
+NODE_CERTS = (os.path.join(CERTS, "node.pem"), os.path.join(CERTS, "node.key"), os.path.join(CERTS, "ca.pem"))
+#: The transports a multi-node test can run over (the ``wire`` fixture).
+WIRES = ("tcp", "tls")
+
+
+def node_tls(wire: str):
+    """``dist.start``'s ``tls=`` for ``wire``: None over TCP, mutual TLS with NODE_CERTS over TLS."""
+    from ensemble import dist
+
+    return None if wire == "tcp" else dist.TLS(*NODE_CERTS, mutual=True)
+
+
+def child_tls(wire: str) -> tuple:
+    """:class:`Child`'s ``tls=`` for ``wire`` (the same certificates as :func:`node_tls`)."""
+    return () if wire == "tcp" else (*NODE_CERTS, "mutual")
 
 
 class Child:

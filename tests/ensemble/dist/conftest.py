@@ -1,4 +1,5 @@
-"""Fixtures of the multi-node tests: an epmd on a free port, node A here, node B in a child."""
+"""Fixtures of the multi-node tests: an epmd on a free port, node A here, node B in a child, over
+TCP (or TLS: the ``wire`` fixture)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from ensemble import dist
 from ensemble.dist import epmd
 
-from ._cluster import B, COOKIE, Child
+from ._cluster import B, COOKIE, Child, child_tls, node_tls
 
 
 @pytest.fixture
@@ -19,15 +20,22 @@ def epmd_port():
 
 
 @pytest.fixture
-def node_a(epmd_port):
-    name = dist.start("a@127.0.0.1", cookie=COOKIE, epmd_port=epmd_port)
+def wire(request):
+    """The transport between node_a and child_b: "tcp", or "tls" (mutual, certs/) for a test or a
+    module that asks with ``pytest.mark.parametrize("wire", WIRES, indirect=True)``."""
+    return getattr(request, "param", "tcp")
+
+
+@pytest.fixture
+def node_a(epmd_port, wire):
+    name = dist.start("a@127.0.0.1", cookie=COOKIE, epmd_port=epmd_port, tls=node_tls(wire))
     yield name
     dist.stop()
 
 
 @pytest.fixture
-def child_b(epmd_port, node_a):
-    c = Child(B, COOKIE, epmd_port)
+def child_b(epmd_port, node_a, wire):
+    c = Child(B, COOKIE, epmd_port, tls=child_tls(wire))
     yield c
     c.close()
 

@@ -7,7 +7,7 @@ import pytest
 import ensemble as e
 from ensemble import Badarg, NOMATCH, TIMEOUT, gen_server, global_
 
-from ._cluster import B, COOKIE, Child
+from ._cluster import B, COOKIE, WIRES, Child, child_tls
 
 
 def _registered(name):
@@ -17,6 +17,7 @@ def _registered(name):
     return got[1], got[2]
 
 
+@pytest.mark.parametrize("wire", WIRES, indirect=True)
 def test_a_name_registered_on_one_node_is_seen_and_reached_from_the_other(node_a, child_b):
     answer, remote = _registered("ledger")
     assert answer == "yes" and remote.node == B
@@ -37,6 +38,7 @@ def test_a_name_registered_on_one_node_is_seen_and_reached_from_the_other(node_a
     assert "ok" == global_.unregister_name("ledger")
 
 
+@pytest.mark.parametrize("wire", WIRES, indirect=True)
 def test_a_global_name_works_for_gen_server_calls(node_a, child_b):
     class Local(gen_server.GenServer):
         def init(self):
@@ -54,12 +56,13 @@ def test_a_global_name_works_for_gen_server_calls(node_a, child_b):
         gen_server.stop(pid)
 
 
-def test_when_partitions_merge_a_clash_keeps_the_lower_pid_and_kills_the_other(node_a, epmd_port):
+@pytest.mark.parametrize("wire", WIRES, indirect=True)
+def test_when_partitions_merge_a_clash_keeps_the_lower_pid_and_kills_the_other(node_a, epmd_port, wire):
     from ensemble import rpc
 
     ours = e.spawn(e.receive)
     assert "yes" == global_.register_name("clash", ours)  # alone: nobody to ask
-    child = Child(B, COOKIE, epmd_port, env={"CHILD_GLOBAL": "clash"})  # B bound it too, alone
+    child = Child(B, COOKIE, epmd_port, tls=child_tls(wire), env={"CHILD_GLOBAL": "clash"})  # B bound it too, alone
     try:
         ref = e.monitor(("claimant", B))  # connects: the two tables merge
         # a@... sorts before b@...: ours stays on both nodes and B's claimant is killed (its only
@@ -77,8 +80,9 @@ def test_when_partitions_merge_a_clash_keeps_the_lower_pid_and_kills_the_other(n
         e.send(ours, "bye")
 
 
-def test_names_go_with_their_node(node_a, epmd_port):
-    child = Child(B, COOKIE, epmd_port)
+@pytest.mark.parametrize("wire", WIRES, indirect=True)
+def test_names_go_with_their_node(node_a, epmd_port, wire):
+    child = Child(B, COOKIE, epmd_port, tls=child_tls(wire))
     try:
         _, remote = _registered("owned_by_b")
         assert global_.whereis_name("owned_by_b") == remote

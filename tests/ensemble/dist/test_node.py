@@ -7,12 +7,13 @@ import pytest
 import ensemble as e
 from ensemble import TIMEOUT, dist
 
-from ._cluster import B, COOKIE, Child, raw_handshake
+from ._cluster import B, COOKIE, WIRES, Child, child_tls, raw_handshake
 
 def _pong(x):
     return lambda m: m if type(m) is tuple and m[0] == "pong" and m[3] == x else e.NOMATCH
 
 
+@pytest.mark.parametrize("wire", WIRES, indirect=True)
 def test_send_to_a_name_on_another_node_and_answer_to_the_pid_that_came_back(node_a, child_b):
     me = e.self()
     e.send(("echo", B), ("ping", me, 1))
@@ -29,6 +30,7 @@ def test_send_to_a_name_on_another_node_and_answer_to_the_pid_that_came_back(nod
     assert got is not TIMEOUT and got[3] == ref and type(got[3]) is type(ref)
 
 
+@pytest.mark.parametrize("wire", WIRES, indirect=True)
 def test_messages_from_one_process_to_another_arrive_in_send_order(node_a, child_b):
     me = e.self()
     assert dist.connect(B)
@@ -68,6 +70,7 @@ def test_a_dialler_with_a_wrong_cookie_is_refused_and_reported(node_a):
     assert refused and refused[0]["side"] == "accept" and "bad_cookie" in refused[0]["reason"]
 
 
+@pytest.mark.parametrize("wire", WIRES, indirect=True)
 def test_a_killed_node_is_seen_down_by_node_monitors(node_a, child_b):
     assert dist.connect(B)
     dist.monitor_nodes(True)
@@ -84,6 +87,7 @@ def test_monitor_node_of_an_unreachable_node_fires_at_once(node_a):
     assert ("nodedown", "nobody@127.0.0.1") == e.receive(timeout=10)
 
 
+@pytest.mark.parametrize("wire", WIRES, indirect=True)
 def test_monitor_node_is_in_place_when_it_returns(node_a, child_b):
     """A disconnect right after monitor_node gives that watch its nodedown, and the watch does not
     connect the node again afterwards (the watch used to be put in place later, by a greenlet that
@@ -102,6 +106,7 @@ def test_monitor_node_is_in_place_when_it_returns(node_a, child_b):
         dist.monitor_nodes(False)
 
 
+@pytest.mark.parametrize("wire", WIRES, indirect=True)
 def test_monitor_node_false_removes_one_watch(node_a, child_b):
     """monitor_node(node, False) takes back one watch: two watches and one removal, one nodedown."""
     assert dist.connect(B)
@@ -114,15 +119,16 @@ def test_monitor_node_false_removes_one_watch(node_a, child_b):
     assert TIMEOUT == e.receive(down, timeout=0)  # connection_lost tells every watch at once
 
 
-def test_a_pid_of_an_earlier_run_names_no_process(node_a, epmd_port):
+@pytest.mark.parametrize("wire", WIRES, indirect=True)
+def test_a_pid_of_an_earlier_run_names_no_process(node_a, epmd_port, wire):
     me = e.self()
-    first = Child(B, COOKIE, epmd_port)
+    first = Child(B, COOKIE, epmd_port, tls=child_tls(wire))
     e.send(("echo", B), ("ping", me, 4))
     old_echo = e.receive(_pong(4), timeout=10)[2]
     e.monitor_node(B)
     first.kill()
     assert ("nodedown", B) == e.receive(lambda m: m if m == ("nodedown", B) else e.NOMATCH, timeout=10)
-    second = Child(B, COOKIE, epmd_port)
+    second = Child(B, COOKIE, epmd_port, tls=child_tls(wire))
     try:
         assert second.creation != first.creation
         e.send(old_echo, ("ping", me, 5))  # the old run's pid: dropped on arrival

@@ -7,7 +7,7 @@ import pytest
 import ensemble as e
 from ensemble import Badarg, NOMATCH, pg
 
-from ._cluster import B, COOKIE, Child
+from ._cluster import B, COOKIE, WIRES, Child, child_tls
 
 
 @pytest.fixture
@@ -26,12 +26,13 @@ def _event(ref, what, timeout=10):
     return got
 
 
-def test_members_joined_before_a_node_connects_reach_it_and_leave_with_it(scope, epmd_port):
+@pytest.mark.parametrize("wire", WIRES, indirect=True)
+def test_members_joined_before_a_node_connects_reach_it_and_leave_with_it(scope, epmd_port, wire):
     local = e.spawn(e.receive)
     pg.join("workers", [local, local])  # twice: must leave twice
     ref, members = pg.monitor("workers")
     assert members == [local, local]
-    child = Child(B, COOKIE, epmd_port)
+    child = Child(B, COOKIE, epmd_port, tls=child_tls(wire))
     try:
         me = e.self()
         e.send(("echo", B), ("pg_join", me, "workers"))
@@ -60,12 +61,13 @@ def test_members_joined_before_a_node_connects_reach_it_and_leave_with_it(scope,
     assert "ok" == pg.demonitor("workers", ref)
 
 
-def test_a_node_that_connects_later_learns_our_members(scope, epmd_port):
+@pytest.mark.parametrize("wire", WIRES, indirect=True)
+def test_a_node_that_connects_later_learns_our_members(scope, epmd_port, wire):
     from ensemble import rpc
 
     local = e.spawn(e.receive)
     pg.join("late", local)
-    child = Child(B, COOKIE, epmd_port)
+    child = Child(B, COOKIE, epmd_port, tls=child_tls(wire))
     try:
         members = []
         for _ in range(200):  # eventual (B asks for our members at nodeup): each try is a round trip

@@ -7,7 +7,14 @@ import pytest
 import ensemble as e
 from ensemble import CallError, gen_server
 
-from ._cluster import B
+from ._cluster import B, WIRES
+
+
+@pytest.fixture(params=WIRES)
+def wire(request):
+    """Every test here with two nodes runs over TCP and over TLS."""
+    return request.param
+
 
 
 def test_call_and_cast_a_server_on_another_node_by_name_and_by_pid(node_a, child_b):

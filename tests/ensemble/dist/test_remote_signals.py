@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
+
 import ensemble as e
 from ensemble import NOMATCH, TIMEOUT
 
-from ._cluster import B
+from ._cluster import B, WIRES
+
+
+@pytest.fixture(params=WIRES)
+def wire(request):
+    """Every test here with two nodes runs over TCP and over TLS."""
+    return request.param
+
 
 
 def _spawned(tag, name=None):

@@ -9,9 +9,10 @@ from constellation import DuplicateSubscription
 import ensemble as e
 from ensemble import NOMATCH
 
-from ._cluster import B
+from ._cluster import B, WIRES
 
 
+@pytest.mark.parametrize("wire", WIRES, indirect=True)
 def test_a_consumer_on_another_node_gets_what_it_asked_for_and_its_node_going_down_cancels_it(
         node_a, child_b):
     stage = constellation.start()

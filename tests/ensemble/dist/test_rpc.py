@@ -7,7 +7,14 @@ import pytest
 import ensemble as e
 from ensemble import Badarg, NOMATCH, TIMEOUT, dist, rpc
 
-from ._cluster import B
+from ._cluster import B, WIRES
+
+
+@pytest.fixture(params=WIRES)
+def wire(request):
+    """Every test here with two nodes runs over TCP and over TLS."""
+    return request.param
+
 
 FNS = "tests.ensemble.dist._remote_fns"
 

@@ -10,10 +10,9 @@ import pytest
 import ensemble as e
 from ensemble import NOMATCH, TIMEOUT, dist, gen_server
 
-from ._cluster import B, COOKIE, Child
+from ._cluster import B, CERTS, COOKIE, NODE_CERTS, Child
 
-CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "certs")
-NODE = (os.path.join(CERTS, "node.pem"), os.path.join(CERTS, "node.key"), os.path.join(CERTS, "ca.pem"))
+NODE = NODE_CERTS
 ROGUE = (os.path.join(CERTS, "rogue.pem"), os.path.join(CERTS, "rogue.key"), os.path.join(CERTS, "ca.pem"))
 
 
