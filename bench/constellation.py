@@ -53,6 +53,13 @@ is 0 unless something crashes):
    8 events (the task sleeps once per event).
    Target: >= 80% of the ideal, i.e. >= 12.8 events/ms.
 
+3. CPU-bound events (issue 14): N = 100,000 (quick: 20,000) events of
+   examples/parallel_benchmark.py's pure-Python arithmetic (60 rounds each) on
+   a pool of W = min(4, usable CPUs) workers on a dispatcher of W OS processes
+   (``dispatcher.define(name, processes=W)``), one batch per worker, timed
+   from the push until every batch's result is back; against the same events
+   in a plain loop.  Target (2 CPUs or more): at least 1.6x the loop's rate.
+
 Output: one line per result, then a Markdown summary table (for the README),
 then one JSON line (the last line) with every figure and sample.
 """
@@ -85,6 +92,7 @@ import gevent  # noqa: E402
 import gevent.pool  # noqa: E402
 from gevent import monkey  # noqa: E402
 
+import ensemble as e  # noqa: E402
 from constellation import worker_pool  # noqa: E402
 
 BENCH = "bench/constellation.py"
@@ -313,9 +321,63 @@ def bench_blocking(quick: bool, reps: int) -> list[Result]:
     ]
 
 
+N_CPU = 100_000  # measurement 3 (quick: N_CPU_QUICK)
+N_CPU_QUICK = 20_000
+CPU_ROUNDS = 60  # rounds of arithmetic per event (examples/parallel_benchmark.py's default)
+
+
+def _usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def bench_cpu(quick: bool, reps: int) -> list[Result]:
+    """CPU-bound events on a pool over a dispatcher of OS processes, against a plain loop."""
+    sys.path.insert(0, os.path.join(os.path.dirname(_BENCH_DIR), "examples"))  # carrier nodes inherit it
+    import parallel_benchmark as pb
+
+    cpus = _usable_cpus()
+    workers = max(1, min(4, cpus))
+    n = N_CPU_QUICK if quick else N_CPU
+    values = list(range(pb.FIRST_VALUE, pb.FIRST_VALUE + n))
+    name = "bench-cpu"
+    e.dispatcher.define(name, processes=workers)
+    try:
+        pb.pooled(values[:100], 1, workers, name)  # the carrier nodes start: not timed
+        expected = pb.crunch(values, CPU_ROUNDS)
+        results = set()
+
+        def pool_side() -> float:
+            seconds, result = pb.pooled(values, CPU_ROUNDS, workers, name)
+            results.add(result)
+            return seconds
+
+        def loop_side() -> float:
+            seconds, result = pb.sequential(values, CPU_ROUNDS)
+            results.add(result)
+            return seconds
+
+        best, samples = best_of(reps, [("pool", pool_side), ("sequential", loop_side)])
+    finally:
+        e.dispatcher.shutdown(name)
+    assert results == {expected}, results
+    target = (Target("ratio>=", 1.6, "CPU-bound events on a dispatcher of 2 OS processes: at least 1.6x a loop")
+              if cpus >= 2 else None)
+    return [
+        Result(
+            "cpu_pool_processes", "3", f"CPU-bound events, pool of {workers} on a dispatcher of {workers} OS processes",
+            n, "events/s", n / best["pool"], "sequential", n / best["sequential"], target,
+            note=f"{CPU_ROUNDS} rounds of arithmetic per event (examples/parallel_benchmark.py); one batch per "
+            f"worker, timed from the push until every batch's result is back; {cpus} usable CPUs"
+            + ("" if cpus >= 2 else ": no target on one CPU"),
+            samples={"ensemble": samples["pool"], "sequential": samples["sequential"]},
+        )
+    ]
+
+
 MEASUREMENTS: dict[str, Callable[[bool, int], list[Result]]] = {
     "1": bench_noop,
     "2": bench_blocking,
+    "3": bench_cpu,
 }
 
 
