@@ -71,7 +71,7 @@ def name_status(me: str, peer: str, peer_creation: int, *, dialling_peer: bool,
     """What an acceptor answers a peer's name with.
 
     ``"nok"`` for its own name, or when it is itself dialling that peer and its own name sorts
-    higher (of two simultaneous connects, the one from the lower name goes on); ``"alive"`` when
+    higher (of two simultaneous connects, the one the higher name dialled goes on); ``"alive"`` when
     it is connected to that very run of the peer already; otherwise ``"ok"`` (also when the
     connection it has is to an earlier run: that one is replaced).
     """

@@ -310,6 +310,8 @@ class Conn:
             reason = ("undecodable", str(e))
         except BadEnvelope as e:
             reason = ("bad_envelope", e.args[0])
+        except ConnectionResetError:  # the peer closed with bytes of ours unread: a close, not a fault
+            reason = "reset"
         except OSError as e:
             reason = ("read_failed", str(e))
         finally:

@@ -23,6 +23,9 @@ from .. import _process as P
 from .. import logger as _logger
 from ..decide import framing, handshake
 from . import codec, epmd
+
+#: Dials again after an ``"alive"`` answer (see :meth:`Handshakes._await_other`).
+_ALIVE_RETRIES = 5
 from .conn import Conn
 
 __all__ = ["Handshakes"]
@@ -117,7 +120,7 @@ class Handshakes:
         result = self.dialling[peer] = gevent.event.AsyncResult()
         ok = False
         try:
-            ok = self._dial(peer)
+            ok = self._dial(peer, _ALIVE_RETRIES)
         finally:
             del self.dialling[peer]
             result.set(ok)
@@ -130,7 +133,9 @@ class Handshakes:
                     on_fail()
         return ok
 
-    def _dial(self, peer: str) -> bool:
+    def _dial(self, peer: str, retries: int = 0) -> bool:
+        """One dial of ``peer`` (``retries``: how many more after an ``"alive"``, see
+        :meth:`_await_other`)."""
         if not handshake.valid_name(peer):
             return False
         alive, host = peer.split("@")
@@ -165,9 +170,27 @@ class Handshakes:
         if not isinstance(outcome, handshake.Done):
             self._refused(outcome, "dial")
             conn.close()
-            return peer in self.conns  # "alive"/"nok": the other connection may be the one
+            reason = getattr(outcome, "reason", None)
+            if reason in ("nok", "alive") and peer not in self.conns:
+                return self._await_other(peer, reason, retries)
+            return peer in self.conns
         self._up(conn, outcome)
         return peer in self.conns
+
+    def _await_other(self, peer: str, status: str, retries: int) -> bool:
+        """After ``peer`` answered a dial ``"nok"`` (its own dial to this node goes on) or ``"alive"``
+        (it still holds a connection to this run of this node, which this node has let go: it sees
+        that one close in a moment): wait for the peer's connection to come up, and after an
+        ``"alive"`` dial again a few times, within the handshake timeout.  True once connected, as
+        Erlang's ``connect_node`` answers after a simultaneous connect."""
+        arrived = self.arrivals.setdefault(peer, gevent.event.Event())
+        if status == "nok":
+            arrived.wait(self.handshake_timeout)
+            return peer in self.conns
+        if retries <= 0:
+            return False
+        arrived.wait(0.01 * 2 ** (_ALIVE_RETRIES - retries))  # 10, 20, 40, 80, 160 ms
+        return peer in self.conns or self._dial(peer, retries - 1)
 
     # -- connections up and down -------------------------------------------------------------
 
@@ -190,6 +213,9 @@ class Handshakes:
         conn.peer, conn.creation = done.peer, done.creation
         self.conns[done.peer] = conn
         conn.start()
+        arrived = self.arrivals.pop(done.peer, None)
+        if arrived is not None:
+            arrived.set()
         if existing is None or verdict == "replace_down":
             for w in list(self.watchers):
                 P.deliver(w, ("nodeup", done.peer))
@@ -201,7 +227,7 @@ class Handshakes:
         if not was_up:
             return
         del self.conns[conn.peer]
-        if reason not in ("closed", "stopped", "disconnected"):
+        if reason not in ("closed", "reset", "stopped", "disconnected"):
             _logger.report("dist_connection_dropped", node=self.name, peer=conn.peer, reason=repr(reason))
         self._tell_down(conn.peer)
 

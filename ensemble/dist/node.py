@@ -120,6 +120,8 @@ class Node(Identities, Messages, Handshakes, Operations):
         self.carrier_ident = self.carrier.ident
         self.conns: dict[str, Conn] = {}
         self.dialling: dict[str, gevent.event.AsyncResult] = {}
+        #: set when a connection to the peer comes up (a dial that lost a simultaneous connect waits)
+        self.arrivals: dict[str, gevent.event.Event] = {}
         self.node_monitors: dict[str, list[P.Pid]] = {}
         self.watchers: list[P.Pid] = []
         #: frames for a peer being dialled, each with what to do if the dial fails (or None)
