@@ -64,11 +64,14 @@ class _Scope(gen_server.GenServer):
         self.remote: dict[str, dict[Any, list[Any]]] = {}  # node -> group -> its members
         self.watched: dict[P.Pid, Any] = {}  # member -> its monitor ref
         self.watchers: dict[Any, set[Any]] = {}  # group -> {(pid, ref)} of pg.monitor callers
+        # the monitor of a pg.monitor caller (one per call) -> (group, caller, its ref): a caller
+        # that exits stops watching, and nothing more is sent to it
+        self.subscriptions: dict[Any, tuple[Any, P.Pid, Any]] = {}
         if _dist.NODE_STATE.node is not None:
             _dist.monitor_nodes(True)
             for node in _dist.nodes():
                 send((self.scope, node), ("$pg_discover", _terms.NODE))
-        return ("ok", None)
+        return ("ok", self)  # the state is the scope itself: ensemble.sys.get_state shows it
 
     # -- local changes -------------------------------------------------------------------
 
@@ -109,11 +112,17 @@ class _Scope(gen_server.GenServer):
             return ("reply", sorted(groups, key=repr), state)
         if kind == "monitor":
             _, group, who, ref = request
+            self.subscriptions[_monitor(who)] = (group, who, ref)
             self.watchers.setdefault(group, set()).add((who, ref))
             return ("reply", self._members(group), state)
         if kind == "demonitor":
             _, group, who, ref = request
-            self.watchers.get(group, set()).discard((who, ref))
+            for mref, sub in list(self.subscriptions.items()):
+                if sub == (group, who, ref):
+                    del self.subscriptions[mref]
+                    _demonitor(mref, flush=True)
+                    self._unsubscribe(group, who, ref)
+                    break
             return ("reply", "ok", state)
         return ("reply", ("error", "unknown_request"), state)
 
@@ -125,7 +134,11 @@ class _Scope(gen_server.GenServer):
         tag = msg[0]
         if tag == "DOWN" and len(msg) == 5:
             pid = msg[3]
-            if self.watched.pop(pid, None) is not None:
+            sub = self.subscriptions.pop(msg[1], None) if isinstance(msg[1], _terms.Ref) else None
+            if sub is not None:  # a pg.monitor caller exited: it watches no more
+                self._unsubscribe(*sub)
+            elif type(pid) is P.Pid and self.watched.get(pid) == msg[1]:
+                del self.watched[pid]
                 for group in list(self.local):
                     members = self.local[group]
                     gone = [p for p in members if p is pid]
@@ -178,6 +191,13 @@ class _Scope(gen_server.GenServer):
     def _notify(self, group: Any, what: str, pids: list) -> None:
         for who, ref in self.watchers.get(group, ()):
             send(who, (ref, what, group, list(pids)))
+
+    def _unsubscribe(self, group: Any, who: Any, ref: Any) -> None:
+        watchers = self.watchers.get(group)
+        if watchers is not None:
+            watchers.discard((who, ref))
+            if not watchers:
+                del self.watchers[group]
 
     def _unwatch_gone(self, left: Iterable[P.Pid]) -> None:
         for p in left:
