@@ -2,8 +2,9 @@
 and a node runs it only if its ``allow`` policy lets it in.
 
 A policy is ``()`` (the default: nothing), an iterable of entries -- ``"module"`` lets in every
-function of that module (not of its submodules), ``"module:function"`` that one function -- or a
-predicate called with the function's name.  Pure: no import happens here.
+function that module defines itself (not of its submodules, nor one it imported), ``"module:function"``
+that one function -- or a predicate called with the function's name.  A name's path never goes through
+another module (``ensemble.dist.functions.resolve``).  Pure: no import happens here.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Callable, Iterable
 
 from .._exceptions import Badarg
 
-__all__ = ["parse", "allowed", "check_policy", "BadFunctionName"]
+__all__ = ["parse", "allowed", "by_module_only", "check_policy", "BadFunctionName"]
 
 
 class BadFunctionName(Badarg, ValueError):
@@ -49,6 +50,12 @@ def check_policy(policy: Any) -> Callable[[str], bool] | frozenset[str]:
         elif not all(p.isidentifier() for p in entry.split(".")):
             raise BadFunctionName(f"not a module name: {entry!r}")
     return entries
+
+
+def by_module_only(policy: Callable[[str], bool] | frozenset[str], name: str) -> bool:
+    """Whether a checked ``policy`` lets ``name`` in only through an entry naming its whole module
+    (then only the functions that module defines itself may run, not ones it imported)."""
+    return not callable(policy) and name not in policy
 
 
 def allowed(policy: Callable[[str], bool] | frozenset[str], name: str) -> bool:

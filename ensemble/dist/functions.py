@@ -4,6 +4,7 @@ name of one (checked to lead back to it)."""
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 from typing import Any
 
 from ..decide import allow as _allow
@@ -13,14 +14,23 @@ from ..decide.carrier_nodes import NotImportable
 __all__ = ["resolve", "importable_name", "NotImportable"]
 
 
-def resolve(fname: str) -> Any:
-    """The callable ``"module:function"`` names (importing the module), or None."""
+def resolve(fname: str, own_only: bool = False) -> Any:
+    """The callable ``"module:function"`` names (importing the module), or None.
+
+    The path after the colon never goes through another module (``"m:os.system"``, where ``m``
+    imported ``os``, names nothing); with ``own_only`` the callable must also be one the module
+    defines itself (its ``__module__``), not one it imported (``from os import system``).
+    """
     module, function = _allow.parse(fname)
     try:
         obj: Any = importlib.import_module(module)
         for part in function.split("."):
             obj = getattr(obj, part)
+            if isinstance(obj, ModuleType):
+                return None
     except Exception:  # noqa: BLE001 - any failure to find it: "undefined"
+        return None
+    if own_only and getattr(obj, "__module__", None) != module:
         return None
     return obj if callable(obj) else None
 

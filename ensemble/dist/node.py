@@ -131,6 +131,8 @@ class Node(Identities, Messages, Handshakes, Operations):
         self.remote_pids: dict[tuple[str, int, int], P.RemotePid] = {}
         #: (local process id, spawn request number) -> the ref int of the monitor it asked for
         self.spawn_monitors: dict[tuple[int, int], int] = {}
+        #: (local process id, spawn request number) given up before the answer came (rpc timeouts)
+        self.abandoned: dict[tuple[int, int], str] = {}  # -> the peer asked
         #: local pids that crossed the wire, so one that comes back is the same object, dead or alive
         self.sent_pids: weakref.WeakValueDictionary[int, P.Pid] = weakref.WeakValueDictionary()
         #: local aliases that crossed the wire, so one that comes back is the same object

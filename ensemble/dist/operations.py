@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .. import _process as P
-from .. import _links, _names, _spawn
+from .. import _links, _names, _spawn, _terms
 from ..decide import allow as _allow
 from ..decide import dist_ops
 from ..decide import signal as _signal
@@ -62,7 +62,7 @@ class Operations:
     def _dispatch(self, conn: Conn, env: tuple) -> None:
         """Carry out one operation (see :mod:`ensemble.decide.dist_ops` for their fields); one
         that is not well formed raises ``BadEnvelope`` (the connection is dropped)."""
-        if not dist_ops.well_formed(env, P.RemotePid):
+        if not dist_ops.well_formed(env, P.RemotePid, _terms.RemoteAlias):
             raise _BadEnvelope(repr(env)[:200])
         op = env[0]
         peer = conn.peer
@@ -81,7 +81,10 @@ class Operations:
             p = self._local(env[1], env[2])
             if p is not None:
                 self._settle_spawn_monitor(p, env[3], env[4])
-                P.deliver(p, (SPAWNED, env[3], env[4]))
+                if self.abandoned and (p.id, env[3]) in self.abandoned:
+                    self._abandoned_spawned(p, env[3], env[4])
+                else:
+                    P.deliver(p, (SPAWNED, env[3], env[4]))
         elif op == "alias":
             if env[2] == self.creation:
                 a = self.sent_aliases.get(env[1])
@@ -107,9 +110,11 @@ class Operations:
     # -- spawn_on and rpc --------------------------------------------------------------------
 
     def spawn_request(self, me: P.Pid, peer: str, fname: str, args: tuple, link: bool, n: int,
-                      reply: bool, monitor: Any = None) -> None:
+                      reply: Any, monitor: Any = None) -> None:
         """Ask ``peer`` to spawn ``fname(*args)``; the answer comes to ``me`` as
         ``(SPAWNED, n, result)`` (none when ``n`` is 0), ``"noconnection"`` if it cannot be asked.
+        With ``reply`` (True, or an alias of ``me``'s to send it through) the process sends
+        ``(RESULT, n, outcome)`` when done.
 
         With ``monitor`` (a fresh ref; ``n`` not 0) ``me`` monitors the new process from before
         it runs (spawn_monitor): the other node sets the monitor up as it spawns, and here the
@@ -148,27 +153,42 @@ class Operations:
             else:
                 del me.monitors[m]
 
+    def abandon_spawn(self, me: P.Pid, n: int, peer: str) -> None:
+        """``me`` gave up spawn request ``n`` before its answer came (erpc's timeout,
+        ``spawn_request_abandon``): the answer is dropped when it comes, and the process it names,
+        if any, is killed.  Safe from any thread."""
+        self.abandoned[(me.id, n)] = peer
+
+    def _abandoned_spawned(self, me: P.Pid, n: int, result: Any) -> None:
+        self.abandoned.pop((me.id, n), None)
+        if type(result) is tuple and len(result) == 2 and result[0] == "ok" and type(result[1]) is P.RemotePid:
+            self.exit_signal(result[1], me, "kill", False)
+
     def forget_spawn_monitor(self, me: P.Pid, n: int) -> None:
         """``me`` stopped waiting for the answer to spawn request ``n`` (a timeout): drop its
         monitor (a DOWN that comes later for it is dropped too)."""
         self._settle_spawn_monitor(me, n, "timeout")
 
     def _on_spawn(self, peer: str, sender: Any, n: int, fname: str, args: tuple, link: bool,
-                  reply: bool, m: int = 0) -> None:
+                  reply: Any, m: int = 0) -> None:
         """A peer asks for ``fname(*args)`` here: refused unless ``allow`` lets it in; with a
         monitor ref ``m``, the sender monitors the new process before it runs."""
         def answer(result: Any) -> None:
             if n:
                 self._op(peer, ("spawned", sender.id, sender.creation, n, result))
 
-        if peer not in self.trusted and not _allow.allowed(self.allow, fname):
+        trusted = peer in self.trusted
+        if not trusted and not _allow.allowed(self.allow, fname):
             answer(("not_allowed", fname))
             return
-        fn = functions.resolve(fname)
+        fn = functions.resolve(fname, own_only=not trusted and _allow.by_module_only(self.allow, fname))
         if fn is None:
             answer(("undefined", fname))
             return
-        pid = _spawn.spawn(run_remote_call, fn, args, sender if link else None, sender if reply else None, n)
+        # reply: True (to the sender), False (no result), or an alias of the sender's (a late result
+        # to an alias it has given up is dropped)
+        reply_to = reply if type(reply) is _terms.RemoteAlias else (sender if reply is True else None)
+        pid = _spawn.spawn(run_remote_call, fn, args, sender if link else None, reply_to, n)
         if m:
             self._on_monitor(peer, sender, pid, pid, m)  # before pid's first step
         answer(("ok", pid))
@@ -316,4 +336,7 @@ class Operations:
                         del p.watchers[key]
             for key in [k for k in self.remote_watches if k[0] == peer]:
                 del self.remote_watches[key]
+        if self.abandoned:  # no answer comes any more from that run of the peer
+            for key in [k for k, p in self.abandoned.items() if p == peer]:
+                self.abandoned.pop(key, None)
         P.flush_settled()

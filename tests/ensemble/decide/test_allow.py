@@ -61,3 +61,15 @@ def test_bad_policies_and_names_are_refused():
     for bad in ["os", "os:", ":f", "os:system()", "os:__class__", "a b:c", None]:
         with pytest.raises(allow.BadFunctionName):
             allow.parse(bad)
+
+
+@settings(max_examples=300, deadline=None)
+@given(modules, functions)
+def test_a_name_let_in_by_its_module_alone_is_held_to_the_modules_own_functions(module, function):
+    """by_module_only: true exactly when a listed policy lets the name in through its module entry
+    alone (an entry naming the function itself, or a predicate, takes the name as it is)."""
+    name = f"{module}:{function}"
+    assert allow.by_module_only(allow.check_policy([module]), name)
+    assert not allow.by_module_only(allow.check_policy([module, name]), name)
+    assert not allow.by_module_only(allow.check_policy([name]), name)
+    assert not allow.by_module_only(allow.check_policy(lambda n: True), name)

@@ -1,5 +1,7 @@
 """Functions the test nodes let other nodes run (their ``allow`` names this module)."""
 
+from operator import mul  # noqa: F401 - imported, not defined here: a module entry of allow keeps it out
+
 import ensemble as e
 
 

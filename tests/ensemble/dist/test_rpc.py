@@ -50,6 +50,19 @@ def test_nothing_outside_allow_runs_and_the_refusal_is_clear(node_a, child_b):
         rpc.call(B, "not a function name")
 
 
+def test_a_module_entry_lets_in_what_the_module_defines_and_no_path_through_another_module(node_a, child_b):
+    """B's allow names the module _remote_fns: its own functions run; a function it imported
+    (``from operator import mul``) and a path through a module it imported (``e.node``, and so
+    ``e.dist.epmd.os.system``) are undefined there, while an entry naming a function itself
+    (``operator:add``) lets that one in wherever it is defined."""
+    assert rpc.call(B, f"{FNS}:add", 2, 3, timeout=10) == 5
+    for name in (f"{FNS}:mul", f"{FNS}:e.node", f"{FNS}:e.dist.epmd.os.getpid"):
+        with pytest.raises(rpc.RpcError) as info:
+            rpc.call(B, name, 2, 3, timeout=10)
+        assert (info.value.kind, info.value.reason) == ("undefined", name)
+    assert rpc.call(B, "operator:add", 2, 3, timeout=10) == 5
+
+
 def test_a_timeout_kills_the_remote_process(node_a, child_b):
     me = e.self()
     with pytest.raises(rpc.RpcError) as info:
@@ -106,3 +119,27 @@ def test_rpc_to_an_unreachable_node_and_multicall(node_a, child_b):
 
 def test_rpc_on_this_node_needs_no_distribution():
     assert 3 == rpc.call(e.node(), f"{FNS}:add", 1, 2, timeout=10)
+
+
+def test_a_call_that_times_out_before_its_spawn_is_answered_kills_the_process_and_leaves_no_message(node_a, child_b):
+    """erpc's spawn_request_abandon: with a timeout that passes before the other node has even
+    answered the spawn, the process it starts is killed when that answer comes, and neither the
+    answer nor a result that raced the kill is left in the caller's mailbox."""
+    me = e.self()
+    with pytest.raises(rpc.RpcError) as err:
+        rpc.call(B, f"{FNS}:wait_forever", me, timeout=0)
+    assert err.value.kind == "timeout"
+    pid = e.receive(lambda m: m[1] if type(m) is tuple and m[0] == "waiting" else NOMATCH, timeout=10)
+    ref = e.monitor(pid)
+    down = e.receive(lambda m: m if type(m) is tuple and len(m) == 5 and m[0] == "DOWN" and m[1] == ref else NOMATCH,
+                     timeout=10)
+    assert down[4] in ("killed", "noproc")  # noproc: killed before the monitor reached B
+
+    with pytest.raises(rpc.RpcError):
+        rpc.call(B, f"{FNS}:add", 1, 2, timeout=0)  # it runs at once on B: its result races nothing
+    assert rpc.call(B, f"{FNS}:add", 2, 2, timeout=10) == 4  # answered after the first's result
+    from ensemble.dist.node import RESULT, SPAWNED
+
+    stray = e.receive(lambda m: m if type(m) is tuple and m and m[0] in (RESULT, SPAWNED) else NOMATCH, timeout=0)
+    assert stray is TIMEOUT
+    assert not dist.NODE_STATE.node.abandoned  # both answers came and were dropped
