@@ -18,7 +18,7 @@ import gevent.select
 import pytest
 
 import ensemble as e
-from ensemble import dispatcher, dist
+from ensemble import dispatcher
 from ensemble.decide.carrier_nodes import NotImportable
 from ensemble.dist.os_carriers import OsPool
 from ensemble.dist.wire_types import WireFunction
