@@ -66,7 +66,7 @@ def test_a_module_entry_lets_in_what_the_module_defines_and_no_path_through_anot
 def test_a_timeout_kills_the_remote_process(node_a, child_b):
     me = e.self()
     with pytest.raises(rpc.RpcError) as info:
-        rpc.call(B, f"{FNS}:wait_forever", me, timeout=1)
+        rpc.call(B, f"{FNS}:wait_forever", me, timeout=0.3)
     assert info.value.kind == "timeout"
     waiting = e.receive(lambda m: m[1] if type(m) is tuple and m[0] == "waiting" else NOMATCH, timeout=10)
     ref = e.monitor(waiting)  # after the kill: it is gone (noproc), or going (killed)
