@@ -33,6 +33,7 @@ reported through :mod:`ensemble.logger`.
 
 from __future__ import annotations
 
+from time import monotonic
 from typing import Any
 
 from . import _gen
@@ -607,11 +608,14 @@ def multi_call(name: str, request: Any, nodes: list | None = None, timeout: floa
     """Call the server registered as ``name`` on each node; answers ``(replies, bad_nodes)``.
 
     ``replies`` is ``[(node, reply), ...]``; a node where nobody holds the name, that cannot be
-    reached, or whose server fails is a bad node.  ``nodes`` defaults to this node and every
+    reached, whose server fails, or that has not answered by ``timeout`` (one deadline for the
+    whole call: every request is sent first, as OTP's) is a bad node.  ``nodes`` defaults to this node and every
     node it is connected to (OTP's ``[node() | nodes()]``).
     """
     if type(name) is not str:
         raise Badarg(f"multi_call needs a registered name, not {name!r}")
+    limit = None if timeout is None else P.check_timeout(timeout)
+    deadline = None if limit is None else monotonic() + limit
     replies, bad = [], []
     reqs = []
     for node in nodes if nodes is not None else _known_nodes():
@@ -622,7 +626,7 @@ def multi_call(name: str, request: Any, nodes: list | None = None, timeout: floa
         else:
             bad.append(node)
     for node, req in reqs:
-        got = receive_response(req, timeout)
+        got = receive_response(req, None if deadline is None else max(0.0, deadline - monotonic()))
         if type(got) is tuple and got[0] == "reply":
             replies.append((node, got[1]))
         else:

@@ -1025,6 +1025,28 @@ def test_multi_call_bad_nodes_for_no_server_or_a_failing_one():
         assert ([], [e.node()]) == gen_server.multi_call("failing", ("return", ("stop", "no", 0)))
 
 
+class _Slow(GenServer):
+    """Answers each call after ``seconds`` (the slowness is the point here)."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def init(self):
+        return ("ok", 0)
+
+    def handle_call(self, request, from_, n):
+        e.receive(lambda m: NOMATCH, timeout=self.seconds)
+        return ("reply", n + 1, n + 1)
+
+
+def test_multi_call_timeout_is_one_deadline_for_the_whole_call():
+    """Two requests to one server that answers each after 0.6 s, under a timeout of 1 s: the first
+    answers, the second (due at 1.2 s) is a bad node; a timeout per node would wait for both."""
+    gen_server.start(_Slow(0.6), name="slow_mc")
+    me = e.node()
+    assert ([(me, 1)], [me]) == gen_server.multi_call("slow_mc", "bump", nodes=[me, me], timeout=1.0)
+
+
 def test_multi_call_needs_a_name():
     """multi_call with a pid raises Badarg."""
     pid = gen_server.start(Server())
