@@ -96,3 +96,37 @@ def raw_handshake(port: int, me: str, peer: str, cookie: str) -> list:
                     break  # what follows is envelopes (ensemble.dist.envelope), not handshake
     sock.close()
     return got
+
+
+# -- what the two-node tests wait for ------------------------------------------------------------
+
+
+def take(pred, timeout=10):
+    """The first message ``pred`` accepts (within ``timeout`` seconds, else the test fails)."""
+    import ensemble as e
+
+    got = e.receive(lambda m: m if pred(m) else e.NOMATCH, timeout=timeout)
+    assert got is not e.TIMEOUT, "nothing came"
+    return got
+
+
+def tagged(tag):
+    """A predicate: a tuple whose first element is ``tag``."""
+    return lambda m: type(m) is tuple and len(m) > 0 and m[0] == tag
+
+
+def spawned_on_b(tag, name=None):
+    """A worker on node B (see _node_child.worker): its pid."""
+    import ensemble as e
+
+    e.send(("echo", B), ("spawn", e.self(), tag) + ((name,) if name else ()))
+    return take(lambda m: tagged("spawned")(m) and m[1] == tag)[2]
+
+
+def closed(sock, timeout: float) -> bool:
+    """Whether the peer closes ``sock`` within ``timeout`` (reading whatever it sends meanwhile)."""
+    with gevent.Timeout(timeout, False):
+        while sock.recv(4096):
+            pass
+        return True
+    return False

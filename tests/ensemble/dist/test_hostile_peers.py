@@ -11,6 +11,7 @@ from ensemble import NOMATCH, TIMEOUT, dist
 from ensemble.decide.framing import frame
 
 from ._cluster import B, COOKIE, Child
+from ._cluster import closed as _closed
 
 
 @pytest.fixture
@@ -66,15 +67,6 @@ def test_a_message_the_wire_cannot_carry_raises_at_the_sender_and_the_connection
     e.send(("echo", B), ("fwd", me, "still here"))
     assert "still here" == e.receive(timeout=10)
     assert [B] == dist.nodes()
-
-
-def _closed(sock, timeout: float) -> bool:
-    """Whether the peer closes ``sock`` within ``timeout`` (reading whatever it sends meanwhile)."""
-    with gevent.Timeout(timeout, False):
-        while sock.recv(4096):
-            pass
-        return True
-    return False
 
 
 def test_garbage_and_silence_before_the_handshake_are_closed(small_node_a):

@@ -16,30 +16,16 @@ from ensemble import NOMATCH, TIMEOUT, dist, gen_server
 from ensemble.decide.framing import frame
 from ensemble.dist import envelope
 
-from ._cluster import B, COOKIE, Child
+from ._cluster import B, CERTS, COOKIE, NODE_CERTS, Child
+from ._cluster import closed as _closed
+from ._cluster import spawned_on_b as _spawned
+from ._cluster import tagged as _is
+from ._cluster import take as _take
 
-CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "certs")
-NODE = (os.path.join(CERTS, "node.pem"), os.path.join(CERTS, "node.key"), os.path.join(CERTS, "ca.pem"))
+NODE = NODE_CERTS
 ROGUE = (os.path.join(CERTS, "rogue.pem"), os.path.join(CERTS, "rogue.key"), os.path.join(CERTS, "ca.pem"))
 NOBODY = "nobody@127.0.0.1"
 C = "c@127.0.0.1"
-
-
-def _take(pred, timeout=10):
-    """The first message ``pred`` accepts (within ``timeout`` seconds, else the test fails)."""
-    got = e.receive(lambda m: m if pred(m) else NOMATCH, timeout=timeout)
-    assert got is not TIMEOUT, "nothing came"
-    return got
-
-
-def _is(tag):
-    return lambda m: type(m) is tuple and len(m) > 0 and m[0] == tag
-
-
-def _spawned(tag, name=None):
-    """A worker on node B (see _node_child.worker): its pid."""
-    e.send(("echo", B), ("spawn", e.self(), tag) + ((name,) if name else ()))
-    return _take(lambda m: _is("spawned")(m) and m[1] == tag)[2]
 
 
 def _round_trip(x):
@@ -267,15 +253,6 @@ def _raw_peer(port: int, me: str, peer: str, cookie: str):
                 assert not isinstance(done, handshake.Failed), done
                 if isinstance(done, handshake.Done):
                     return sock
-
-
-def _closed(sock, timeout: float) -> bool:
-    """Whether the peer closes ``sock`` within ``timeout`` (reading whatever it sends meanwhile)."""
-    with gevent.Timeout(timeout, False):
-        while sock.recv(4096):
-            pass
-        return True
-    return False
 
 
 #: Frames a raw peer sends after the handshake, and the reason the node reports for each.

@@ -16,7 +16,6 @@ def wire(request):
     return request.param
 
 
-
 def test_call_and_cast_a_server_on_another_node_by_name_and_by_pid(node_a, child_b):
     assert 0 == gen_server.call(("counter", B), "get", 10)
     assert 5 == gen_server.call(("counter", B), ("add", 5), 10)

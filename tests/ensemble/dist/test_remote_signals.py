@@ -8,32 +8,15 @@ import ensemble as e
 from ensemble import NOMATCH, TIMEOUT
 
 from ._cluster import B, WIRES
+from ._cluster import spawned_on_b as _spawned
+from ._cluster import tagged as _is
+from ._cluster import take as _take
 
 
 @pytest.fixture(params=WIRES)
 def wire(request):
     """Every test here with two nodes runs over TCP and over TLS."""
     return request.param
-
-
-
-def _spawned(tag, name=None):
-    """A worker on node B: its pid."""
-    e.send(("echo", B), ("spawn", e.self(), tag) + ((name,) if name else ()))
-    got = e.receive(lambda m: m[2] if type(m) is tuple and m[0] == "spawned" and m[1] == tag else NOMATCH,
-                    timeout=10)
-    assert got is not TIMEOUT
-    return got
-
-
-def _take(pred, timeout=10):
-    got = e.receive(lambda m: m if pred(m) else NOMATCH, timeout=timeout)
-    assert got is not TIMEOUT, "nothing came"
-    return got
-
-
-def _is(tag):
-    return lambda m: type(m) is tuple and len(m) > 0 and m[0] == tag
 
 
 def test_a_remote_process_dying_signals_the_local_process_linked_to_it(node_a, child_b):
