@@ -609,8 +609,8 @@ def multi_call(name: str, request: Any, nodes: list | None = None, timeout: floa
 
     ``replies`` is ``[(node, reply), ...]``; a node where nobody holds the name, that cannot be
     reached, whose server fails, or that has not answered by ``timeout`` (one deadline for the
-    whole call: every request is sent first, as OTP's) is a bad node.  ``nodes`` defaults to this node and every
-    node it is connected to (OTP's ``[node() | nodes()]``).
+    whole call: every request is sent first, as OTP's) is a bad node.  ``nodes`` defaults to this
+    node and every node it is connected to (OTP's ``[node() | nodes()]``).
     """
     if type(name) is not str:
         raise Badarg(f"multi_call needs a registered name, not {name!r}")

@@ -23,12 +23,12 @@ from .. import _process as P
 from .. import logger as _logger
 from ..decide import framing, handshake
 from . import codec, epmd
-
-#: Dials again after an ``"alive"`` answer (see :meth:`Handshakes._await_other`).
-_ALIVE_RETRIES = 5
 from .conn import Conn
 
 __all__ = ["Handshakes"]
+
+#: Dials again after an ``"alive"`` answer (see :meth:`Handshakes._await_other`).
+_ALIVE_RETRIES = 5
 
 
 class Handshakes:

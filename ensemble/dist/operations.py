@@ -337,6 +337,6 @@ class Operations:
             for key in [k for k in self.remote_watches if k[0] == peer]:
                 del self.remote_watches[key]
         if self.abandoned:  # no answer comes any more from that run of the peer
-            for key in [k for k, p in self.abandoned.items() if p == peer]:
+            for key in [k for k, p in list(self.abandoned.items()) if p == peer]:  # (others add to it)
                 self.abandoned.pop(key, None)
         P.flush_settled()
