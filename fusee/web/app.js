@@ -282,6 +282,12 @@ function show() {
     $("#stream-view").hidden = true;
     $("#signal-name").value = "";
     $("#run-id").textContent = state.runId;
+    // nothing of the page shown before (another run's status, fields, links) stays under this id
+    $("#run-status").textContent = "";
+    $("#run-status").className = "status";
+    delete $("#run-page").dataset.status;
+    $("#run-fields").replaceChildren();
+    $("#run-links").replaceChildren();
     refreshRun();
     state.timer = setInterval(refreshRun, REFRESH_MS);
   } else if (schedules) {

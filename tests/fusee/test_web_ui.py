@@ -304,3 +304,24 @@ def test_the_schedules_page_pauses_resumes_triggers_deletes_and_creates(ui):
     _click(browser, row + " a")  # the last fired run's page
     _wait(browser, lambda b: _text(b, "#run-id") == fired and _text(b, "#run-status") == "completed", what="the fired run's page")
     assert _text(browser, "#run-result") == "6"
+
+
+def test_a_run_page_shows_nothing_of_the_run_shown_before_under_a_new_id(ui):
+    """Going from one run's page to another's, the page clears the first run's status, fields and
+    links at once: until the second run's answer arrives, nothing under its id is the first's."""
+    from selenium.webdriver.common.by import By
+
+    server, browser = ui
+    assert server.call("POST", "/api/runs", {"type": "kid", "id": "ui-before", "input": 4})[0] == 201
+    browser.get(browser.current_url.split("#")[0] + "#/runs/ui-before")
+    _wait(browser, lambda b: _text(b, "#run-status") == "completed" and _text(b, "#run-result") == "8",
+          what="the first run's page")
+    # the route change runs at once (a hashchange dispatched here); the second run's fetch answers later
+    shown = browser.execute_script(
+        'history.replaceState(null, "", "#/runs/ui-after");'
+        'window.dispatchEvent(new HashChangeEvent("hashchange"));'
+        'return [document.querySelector("#run-id").textContent, document.querySelector("#run-status").textContent,'
+        ' document.querySelectorAll("#run-fields dd").length, !!document.querySelector("#run-result")];')
+    assert shown == ["ui-after", "", 0, False]
+    _wait(browser, lambda b: b.find_elements(By.ID, "message") and "ui-after" in _text(b, "#message"),
+          what="the second run is not found")
