@@ -332,7 +332,9 @@ def _usable_cpus() -> int:
 
 def bench_cpu(quick: bool, reps: int) -> list[Result]:
     """CPU-bound events on a pool over a dispatcher of OS processes, against a plain loop."""
-    sys.path.insert(0, os.path.join(os.path.dirname(_BENCH_DIR), "examples"))  # carrier nodes inherit it
+    examples = os.path.join(os.path.dirname(_BENCH_DIR), "examples")
+    if examples not in sys.path:  # once, whatever --repeat says; carrier nodes inherit it
+        sys.path.insert(0, examples)
     import parallel_benchmark as pb
 
     cpus = _usable_cpus()

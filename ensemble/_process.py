@@ -981,6 +981,20 @@ def check_timeout(timeout: Any) -> float | None:
     raise Badarg(f"timeout must be a number of seconds >= 0 or None, not {timeout!r}")
 
 
+def deadline_of(timeout: Any) -> float | None:
+    """The ``time.monotonic()`` time ``timeout`` seconds from now (checked as :func:`check_timeout`
+    checks it); None for no limit."""
+    if timeout is None:
+        return None
+    timeout = check_timeout(timeout)
+    return None if timeout is None else monotonic() + timeout
+
+
+def time_left(deadline: float | None) -> float | None:
+    """Seconds until ``deadline`` (a :func:`deadline_of` answer), never below 0; None for no limit."""
+    return None if deadline is None else max(0.0, deadline - monotonic())
+
+
 def raise_doom(p: Pid) -> None:
     """Raise the exit signal ``p`` was doomed by, in ``p``'s own greenlet."""
     p._raised += 1

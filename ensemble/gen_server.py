@@ -33,7 +33,6 @@ reported through :mod:`ensemble.logger`.
 
 from __future__ import annotations
 
-from time import monotonic
 from typing import Any
 
 from . import _gen
@@ -614,8 +613,7 @@ def multi_call(name: str, request: Any, nodes: list | None = None, timeout: floa
     """
     if type(name) is not str:
         raise Badarg(f"multi_call needs a registered name, not {name!r}")
-    limit = None if timeout is None else P.check_timeout(timeout)
-    deadline = None if limit is None else monotonic() + limit
+    deadline = P.deadline_of(timeout)
     replies, bad = [], []
     reqs = []
     for node in nodes if nodes is not None else _known_nodes():
@@ -626,7 +624,7 @@ def multi_call(name: str, request: Any, nodes: list | None = None, timeout: floa
         else:
             bad.append(node)
     for node, req in reqs:
-        got = receive_response(req, None if deadline is None else max(0.0, deadline - monotonic()))
+        got = receive_response(req, P.time_left(deadline))
         if type(got) is tuple and got[0] == "reply":
             replies.append((node, got[1]))
         else:

@@ -22,7 +22,6 @@ As erpc's, :func:`call` raises :class:`RpcError` with a typed ``kind``:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from . import _names
@@ -50,7 +49,7 @@ def call(node: str, fn: str, *args: Any, timeout: float | None = None) -> Any:
     """Run ``fn(*args)`` on ``node`` in a process of its own and answer its result; raises
     :class:`RpcError` (see the module docstring).  ``timeout`` in seconds, None: no limit."""
     _allow.parse(fn)  # a bad name raises BadFunctionName, a Badarg
-    deadline = _deadline(timeout)
+    deadline = P.deadline_of(timeout)
     (request,) = _requests([node], fn, args, deadline)
     kind, value = request.outcome
     if kind == "ok":
@@ -147,7 +146,7 @@ def _collect(requests: list[_Request], deadline: float | None) -> list[_Request]
         return NOMATCH
 
     while waiting:
-        got = P.receive(match, timeout=_left(deadline))
+        got = P.receive(match, timeout=P.time_left(deadline))
         if got is _terms.TIMEOUT:
             break
         if got[0] == "DOWN":
@@ -193,13 +192,6 @@ def _outcome(answer: tuple) -> tuple[str, Any]:
     return ("ok", value) if kind == "ok" else ("error", RpcError(kind, value))
 
 
-def _deadline(timeout: float | None) -> float | None:
-    if timeout is None:
-        return None
-    timeout = P.check_timeout(timeout)
-    return None if timeout is None else time.monotonic() + timeout
-
-
 def cast(node: str, fn: str, *args: Any) -> bool:
     """Run ``fn(*args)`` on ``node`` without waiting (rpc:cast); answers True, whatever happens."""
     _allow.parse(fn)  # a bad name raises BadFunctionName, a Badarg
@@ -223,7 +215,7 @@ def multicall(nodes: list[str], fn: str, *args: Any, timeout: float | None = Non
     answer is awaited, so ``timeout`` is one deadline for the whole: a slow node takes no time
     from the others."""
     _allow.parse(fn)  # a bad name raises BadFunctionName, a Badarg
-    deadline = _deadline(timeout)
+    deadline = P.deadline_of(timeout)
     return [r.outcome for r in _requests(nodes, fn, args, deadline)]  # type: ignore[misc]
 
 
@@ -231,5 +223,3 @@ def _is(m: Any, tag: str, n: int) -> bool:
     return type(m) is tuple and len(m) == 3 and m[0] == tag and m[1] == n
 
 
-def _left(deadline: float | None) -> float | None:
-    return None if deadline is None else max(0.0, deadline - time.monotonic())
