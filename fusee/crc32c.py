@@ -31,7 +31,7 @@ from ensemble import native
 
 _native = native  # the loader under its former name (bench/crc32c.py reads _native.FORCED_PURE)
 
-__all__ = ["crc32c", "fill_frames", "IMPLEMENTATION", "HARDWARE"]
+__all__ = ["crc32c", "crc32c_raw", "fill_frames", "IMPLEMENTATION", "HARDWARE"]
 
 POLY = 0x82F63B78  # CRC-32C, reflected
 _MASK = 0xFFFFFFFF
@@ -143,6 +143,9 @@ if _c is not None:
         return _update(value, _from_buffer(mv), mv.nbytes)
 
     crc32c = crc32c_native
+    #: ``crc32c_raw(value, data, len(data))``: CRC32C of ``bytes`` chained after ``value`` (an int in
+    #: [0, 2**32)), unchecked: the journal's per-frame call (:func:`fusee.segment.encode_batch`).
+    crc32c_raw: Callable[[int, bytes, int], int] = _update
     if hasattr(_c.lib, "crc32c_fill_frames"):  # a module built before it was added lacks it
         _fill = _c.lib.crc32c_fill_frames
 
@@ -160,6 +163,10 @@ if _c is not None:
 else:
     crc32c_native = None
     crc32c = crc32c_python
+
+    def crc32c_raw(value: int, data: bytes, n: int) -> int:  # type: ignore[misc]
+        """:func:`crc32c_python` of ``data`` (``n`` its length) chained after ``value``."""
+        return _crc32c_py(memoryview(data), _start(value))
     IMPLEMENTATION = "python"
     HARDWARE = False
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import errno
 import os
 
-__all__ = ["Disk", "DISK", "OPS", "RWF_DSYNC"]
+from .direct_io import DirectAppender
+
+__all__ = ["Disk", "DISK", "OPS", "RWF_DSYNC", "DIRECT_IO"]
 
 #: The operations a :class:`Disk` makes that can fail with a full or failing disk.
 OPS = ("write", "fdatasync", "fsync", "allocate", "rename", "mkdir")
@@ -24,6 +26,10 @@ _UNSUPPORTED = (errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP), e
 #: ``pwritev2(..., RWF_DSYNC)``), used by :meth:`Disk.write_durable`; None where Python or the OS lacks
 #: it.  A test that emulates a slow ``os.fdatasync`` sets it to None, so every flush calls ``os.fdatasync``.
 RWF_DSYNC: int | None = getattr(os, "RWF_DSYNC", None) if hasattr(os, "pwritev") else None
+
+#: Whether :meth:`Disk.direct_appender` gives the journal ``O_DIRECT`` appends (:mod:`fusee.direct_io`) where
+#: the file system takes them; with False every flush goes through :meth:`Disk.write_durable`.
+DIRECT_IO = True
 
 
 class Disk:
@@ -80,6 +86,21 @@ class Disk:
         if n < len(data):  # a short write (rare): the rest, then a sync covering all of it
             self.pwrite(fd, memoryview(data)[n:], offset + n)  # type: ignore[arg-type]
             self.fdatasync(fd)
+
+    def direct_appender(self, path: str, end: int, size: int) -> DirectAppender | None:
+        """An ``O_DIRECT`` appender for the segment at ``path`` (``size`` bytes) whose log ends at ``end``
+        (a block boundary), or None where flushes go through :meth:`write_durable`: :data:`DIRECT_IO` or
+        :data:`RWF_DSYNC` is off, the file system has no ``O_DIRECT``, or a subclass overrides the write
+        path (so a fault-injecting disk sees every write)."""
+        cls = type(self)
+        if (
+            not DIRECT_IO
+            or cls.write_durable is not Disk.write_durable
+            or cls.pwrite is not Disk.pwrite
+            or cls.fdatasync is not Disk.fdatasync
+        ):
+            return None
+        return DirectAppender.open(path, end, size, RWF_DSYNC)
 
     def fsync(self, fd: int) -> None:
         """``os.fsync``."""

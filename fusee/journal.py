@@ -184,9 +184,7 @@ class Journal:
             disk.fsync_dir(path)
         except BaseException as exc:
             for s in j._shards if "j" in locals() else ():
-                if s.fd >= 0:
-                    os.close(s.fd)
-                    s.fd = -1
+                _files.close_current(s)
             if own:
                 lock.release()  # type: ignore[union-attr]
             if isinstance(exc, OSError) and not isinstance(exc, (FileNotFoundError, NotADirectoryError, PermissionError)):

@@ -1,9 +1,10 @@
 """The journal's flush statistics: counted per shard by each flush, summed over the shards on demand.
 
-:func:`count_flush` is called by the holder of a shard's flush turn after each
-successful ``fdatasync`` (:mod:`fusee.group_commit`); :func:`summary` is what
-:meth:`fusee.journal.Journal.metrics` returns.  Both only read and write the
-counters of :class:`fusee.journal_shard.ShardState`.
+The holder of a shard's flush turn counts each successful flush in the
+counters of :class:`fusee.journal_shard.ShardState` (``flushes``, ``records``,
+``flush_seconds``, ``flush_seconds_max``: :func:`fusee.group_commit._flush`,
+once per flush, inline); :func:`summary` is what
+:meth:`fusee.journal.Journal.metrics` returns from them.
 """
 
 from __future__ import annotations
@@ -12,16 +13,7 @@ from typing import Any, Sequence
 
 from .journal_shard import ShardState
 
-__all__ = ["count_flush", "summary"]
-
-
-def count_flush(s: ShardState, records: int, seconds: float) -> None:
-    """Count one flush of ``records`` records whose write and sync took ``seconds`` (flush turn holder)."""
-    s.flushes += 1
-    s.records += records
-    s.flush_seconds += seconds
-    if seconds > s.flush_seconds_max:
-        s.flush_seconds_max = seconds
+__all__ = ["summary"]
 
 
 def summary(shards: Sequence[ShardState]) -> dict[str, Any]:

@@ -64,6 +64,7 @@ class ShardState:
         "recovered",
         "places",
         "fd",
+        "direct",
         "seg_path",
         "seg_number",
         "seg_pos",
@@ -130,6 +131,7 @@ class ShardState:
         self.recovered: list[tuple[int, bytes]] = []
         self.places: list[tuple[int, str, list[int]]] = []  # (base_lsn, path, frame offsets) per recovered segment
         self.fd = -1
+        self.direct: Any = None  # the current segment's O_DIRECT appender (fusee.direct_io), None: buffered
         self.seg_path = ""
         self.seg_number = 0
         self.seg_pos = 0

@@ -36,7 +36,7 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .crc32c import crc32c, fill_frames
+from .crc32c import crc32c, crc32c_raw, fill_frames
 
 __all__ = [
     "MAGIC",
@@ -159,7 +159,8 @@ def encode_batch(first_lsn: int, bodies: list[bytes]) -> bytes:
     """The frames of one flush batch: ``bodies`` at consecutive LSNs from ``first_lsn``."""
     if len(bodies) == 1:  # the common case under low load: one frame, one CRC call, no buffer to fill
         body = bodies[0]
-        return _FRAME.pack(len(body), crc32c(_LSN_BATCH.pack(first_lsn, 0) + body), first_lsn, 0) + body
+        covered = _LSN_BATCH.pack(first_lsn, 0) + body
+        return _FRAME.pack(len(body), crc32c_raw(0, covered, len(covered)), first_lsn, 0) + body
     # Laid out with zero checksums, then every checksum written in one call (:func:`fusee.crc32c.fill_frames`:
     # natively, the GIL is given up once per batch, not once per frame: each give-up let another carrier in).
     parts = []

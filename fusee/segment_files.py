@@ -30,7 +30,10 @@ from . import directory as _dir
 from . import segment as _seg
 from .journal_shard import ShardState
 
-__all__ = ["recover", "read_back", "start", "allocate", "new_segment", "drop_spare", "start_spare", "close_files", "delete_before"]
+__all__ = [
+    "recover", "read_back", "start", "allocate", "new_segment", "drop_spare", "start_spare", "close_files",
+    "close_current", "delete_before",
+]
 
 _SEG_NAME = re.compile(r"^(\d+)\.seg$")
 _ZEROS = bytes(1 << 20)
@@ -265,9 +268,13 @@ def new_segment(s: ShardState, base_lsn: int, size: int, after: int | None = Non
         raise
     s.head = head
     os.lseek(fd, _seg.HEADER_SIZE, os.SEEK_SET)
-    if s.fd >= 0:
-        os.close(s.fd)
+    try:
+        direct = disk.direct_appender(p, _seg.HEADER_SIZE, size)
+    except OSError:
+        direct = None  # the buffered way works wherever the file does
+    close_current(s)
     s.fd = fd
+    s.direct = direct
     s.seg_path = p
     s.seg_number = number
     s.seg_pos = _seg.HEADER_SIZE
@@ -324,6 +331,14 @@ def close_files(s: ShardState, keep_spares: bool) -> None:
         os.close(s.spare_fd)
         s.spare_fd = -1
     drop_spare(s)
+    close_current(s)
+
+
+def close_current(s: ShardState) -> None:
+    """Close the current segment's descriptors (its ``O_DIRECT`` appender's too), if open."""
+    if s.direct is not None:
+        s.direct.close()
+        s.direct = None
     if s.fd >= 0:
         os.close(s.fd)
         s.fd = -1
