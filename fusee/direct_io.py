@@ -85,6 +85,8 @@ class DirectAppender:
             if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)):
                 return None
             raise
+        if hasattr(os, "posix_fadvise"):  # nothing of it stays cached to go stale beside direct writes
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         return cls(fd, end, limit, flag)
 
     def write(self, data: bytes) -> bool:
