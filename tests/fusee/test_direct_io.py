@@ -188,3 +188,35 @@ def test_direct_io_off_gives_no_appender(tmp_path, monkeypatch):
     monkeypatch.setattr(fusee.disk, "DIRECT_IO", True)
     monkeypatch.setattr(fusee.disk, "RWF_DSYNC", None)  # a test emulating a slow fdatasync turns this off
     assert fusee.disk.DISK.direct_appender(path, BLOCK, 4 * BLOCK) is None
+
+
+def test_a_failed_direct_write_voids_its_batch_and_the_next_flush_goes_on(tmp_path, monkeypatch):
+    """An EIO from the O_DIRECT write: the batch's waiter gets a StorageError, the next flush starts a
+    new segment (written directly again), and a reopen finds exactly the records that were durable."""
+    from fusee.errors import StorageError
+
+    path = str(tmp_path / "j")
+    with Journal.open(path, 1, segment_size=64 << 10) as j:
+        s = j._shards[0]
+        if s.direct is None:
+            pytest.skip("no O_DIRECT on this file system")
+        write(j, 0, [b"one"])
+        first = s.direct
+        real = os.pwritev
+        failing = [True]
+
+        def flaky(fd, buffers, offset, *flags):
+            if failing and s.direct is not None and fd == s.direct.fd:
+                failing.pop()
+                raise OSError(errno.EIO, "Input/output error")
+            return real(fd, buffers, offset, *flags)
+
+        monkeypatch.setattr(os, "pwritev", flaky)
+        lsn = j.append(0, b"two")
+        with pytest.raises(StorageError):
+            j.wait_durable(0, lsn, timeout=10)
+        assert not failing  # the direct write is what failed
+        write(j, 0, [b"three"])
+        assert s.direct is not None and s.direct is not first  # a new segment, written directly
+    with Journal.open(path, 1, segment_size=64 << 10) as j:
+        assert [b for _, b in j.recovered(0)] == [b"one", b"three"]
