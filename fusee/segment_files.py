@@ -9,8 +9,11 @@ preallocated to ``segment_size`` bytes and, with ``zero_fill``, zero-filled:
 on ext4 a write into merely fallocated space converts an "unwritten" extent, a
 metadata change ``fdatasync`` must commit, while a write over written zeros
 changes data only.  :func:`new_segment` is the rollover (it uses the spare
-segment :func:`start_spare` prepared off the flush path, if any);
-:func:`delete_before` drops segments a checkpoint holds.
+segment :func:`start_spare` prepared off the flush path, if any) and gives the
+current segment, beside its descriptor, an ``O_DIRECT`` appender where the
+disk allows one (:meth:`fusee.disk.Disk.direct_appender`, :mod:`fusee.direct_io`);
+:func:`close_current` closes both; :func:`delete_before` drops segments a
+checkpoint holds.
 
 Every file operation goes through the shard's :class:`fusee.disk.Disk`.  These
 functions run in the holder of the shard's flush turn, or while no flush can
