@@ -151,22 +151,24 @@ def _segments(path: str) -> dict[str, bytes]:
     return {f: open(os.path.join(d, f), "rb").read() for f in seg_files(path)}
 
 
-def test_direct_and_buffered_journals_write_the_same_bytes(tmp_path, monkeypatch):
+@pytest.mark.parametrize("zero_fill", [True, False])
+def test_direct_and_buffered_journals_write_the_same_bytes(tmp_path, monkeypatch, zero_fill):
     """The same appends, with O_DIRECT and through the page cache: byte-identical segments, rollovers
-    included (and a segment size that is not whole blocks, whose last block goes the buffered way)."""
+    included (and a segment size that is not whole blocks, whose last block goes the buffered way), on
+    zero-filled segments and on merely allocated ones (whose unwritten blocks read as zeros too)."""
     bodies = [bytes([i % 251]) * (1 + (i * 97) % 700) for i in range(60)]
     out = {}
     for direct in (True, False):
         monkeypatch.setattr(fusee.disk, "DIRECT_IO", direct)
         path = str(tmp_path / f"d{direct}")
-        with Journal.open(path, 1, segment_size=seg.HEADER_SIZE + BLOCK + 512) as j:
+        with Journal.open(path, 1, segment_size=seg.HEADER_SIZE + BLOCK + 512, zero_fill=zero_fill) as j:
             used = j._shards[0].direct is not None
             for i in range(0, len(bodies), 3):
                 write(j, 0, bodies[i : i + 3])
         if direct and not used:
             pytest.skip("no O_DIRECT on this file system")
         out[direct] = _segments(path)
-        with Journal.open(path, 1, segment_size=seg.HEADER_SIZE + BLOCK + 512) as j:
+        with Journal.open(path, 1, segment_size=seg.HEADER_SIZE + BLOCK + 512, zero_fill=zero_fill) as j:
             assert [b for _, b in j.recovered(0)] == bodies
     assert len(out[True]) > 2  # it rolled over
     # both opened and closed alike, so even the fresh segment each open starts matches
