@@ -48,9 +48,7 @@ class RpcError(EnsembleError):
 def call(node: str, fn: str, *args: Any, timeout: float | None = None) -> Any:
     """Run ``fn(*args)`` on ``node`` in a process of its own and answer its result; raises
     :class:`RpcError` (see the module docstring).  ``timeout`` in seconds, None: no limit."""
-    _allow.parse(fn)  # a bad name raises BadFunctionName, a Badarg
-    deadline = P.deadline_of(timeout)
-    (request,) = _requests([node], fn, args, deadline)
+    (request,) = _requests([node], fn, args, timeout)
     kind, value = request.outcome
     if kind == "ok":
         return value
@@ -73,8 +71,10 @@ class _Request:
         self.timed_out = False  # settled by the deadline
 
 
-def _requests(nodes: list[str], fn: str, args: tuple, deadline: float | None) -> list[_Request]:
-    """``fn(*args)`` on each of ``nodes`` at once, every outcome settled by ``deadline``.
+def _requests(nodes: list[str], fn: str, args: tuple, timeout: Any) -> list[_Request]:
+    """``fn(*args)`` on each of ``nodes`` at once, every outcome settled within ``timeout`` seconds
+    (None: no limit), one deadline for them all.  A bad function name raises
+    :class:`BadFunctionName` (a Badarg), a bad timeout Badarg, before anything is sent.
 
     The results come through an alias of the caller's, made for these requests and given up at
     the end, so a result that comes too late is dropped, never left in the caller's mailbox; a
@@ -82,6 +82,8 @@ def _requests(nodes: list[str], fn: str, args: tuple, deadline: float | None) ->
     when the answer comes, and the answer dropped), as erpc's ``spawn_request_abandon``."""
     from .dist.node import NODE_STATE
 
+    _allow.parse(fn)
+    deadline = P.deadline_of(timeout)
     a = _names.alias()
     requests: list[_Request] = []
     try:
@@ -214,9 +216,7 @@ def multicall(nodes: list[str], fn: str, *args: Any, timeout: float | None = Non
     ("error", RpcError), ...]`` in the order of ``nodes``.  Every request is sent before any
     answer is awaited, so ``timeout`` is one deadline for the whole: a slow node takes no time
     from the others."""
-    _allow.parse(fn)  # a bad name raises BadFunctionName, a Badarg
-    deadline = P.deadline_of(timeout)
-    return [r.outcome for r in _requests(nodes, fn, args, deadline)]  # type: ignore[misc]
+    return [r.outcome for r in _requests(nodes, fn, args, timeout)]  # type: ignore[misc]
 
 
 def _is(m: Any, tag: str, n: int) -> bool:
