@@ -63,7 +63,8 @@ class _Scope(gen_server.GenServer):
         self.local: dict[Any, list[P.Pid]] = {}  # group -> members here (repeats for repeated joins)
         self.remote: dict[str, dict[Any, list[Any]]] = {}  # node -> group -> its members
         self.watched: dict[P.Pid, Any] = {}  # member -> its monitor ref
-        self.watchers: dict[Any, set[Any]] = {}  # group -> {(pid, ref)} of pg.monitor callers
+        # group -> {(pid, ref): the monitor of that caller} of pg.monitor callers
+        self.watchers: dict[Any, dict[tuple[Any, Any], Any]] = {}
         # the monitor of a pg.monitor caller (one per call) -> (group, caller, its ref): a caller
         # that exits stops watching, and nothing more is sent to it
         self.subscriptions: dict[Any, tuple[Any, P.Pid, Any]] = {}
@@ -112,17 +113,17 @@ class _Scope(gen_server.GenServer):
             return ("reply", sorted(groups, key=repr), state)
         if kind == "monitor":
             _, group, who, ref = request
-            self.subscriptions[_monitor(who)] = (group, who, ref)
-            self.watchers.setdefault(group, set()).add((who, ref))
+            mref = _monitor(who)
+            self.subscriptions[mref] = (group, who, ref)
+            self.watchers.setdefault(group, {})[(who, ref)] = mref
             return ("reply", self._members(group), state)
         if kind == "demonitor":
             _, group, who, ref = request
-            for mref, sub in list(self.subscriptions.items()):
-                if sub == (group, who, ref):
-                    del self.subscriptions[mref]
-                    _demonitor(mref, flush=True)
-                    self._unsubscribe(group, who, ref)
-                    break
+            mref = self.watchers.get(group, {}).get((who, ref))
+            if mref is not None:
+                del self.subscriptions[mref]
+                _demonitor(mref, flush=True)
+                self._unsubscribe(group, who, ref)
             return ("reply", "ok", state)
         return ("reply", ("error", "unknown_request"), state)
 
@@ -195,7 +196,7 @@ class _Scope(gen_server.GenServer):
     def _unsubscribe(self, group: Any, who: Any, ref: Any) -> None:
         watchers = self.watchers.get(group)
         if watchers is not None:
-            watchers.discard((who, ref))
+            watchers.pop((who, ref), None)
             if not watchers:
                 del self.watchers[group]
 
